@@ -1,0 +1,117 @@
+// The policy file: YAML or JSON, checked against policy.schema.json and then for meaning (CIDRs as
+// Kubernetes would accept them, bounds in order). Every problem is reported with its path.
+
+import { Ajv, type ErrorObject } from 'ajv'
+import { parseDocument } from 'yaml'
+import { parseCIDR, type Prefix } from '../policy/ip.ts'
+import type { Enforcement, OverlapMode, Policy, PrefixBounds } from '../policy/types.ts'
+import schema from './policy.schema.json' with { type: 'json' }
+
+/** The file as written; every field but apiVersion, kind and spec is optional. */
+interface PolicyDocument {
+  apiVersion: string
+  kind: string
+  spec: {
+    allowedRanges?: string[]
+    deniedRanges?: string[]
+    overlap?: OverlapMode
+    prefixLength?: { ipv4?: Partial<PrefixBounds>, ipv6?: Partial<PrefixBounds> }
+    deletion?: { requireUnused?: boolean }
+    protectedNames?: string[]
+    exemptions?: { usernames?: string[], groups?: string[] }
+    enforcement?: Enforcement
+  }
+}
+
+export class PolicyError extends Error {
+  readonly problems: readonly string[]
+  constructor(source: string, problems: readonly string[]) {
+    super(`invalid policy ${source}:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`)
+    this.name = 'PolicyError'
+    this.problems = problems
+  }
+}
+
+const ajv = new Ajv({ allErrors: true, strict: true })
+const validateDocument = ajv.compile<PolicyDocument>(schema)
+
+/** "/spec/allowedRanges/2" -> "spec.allowedRanges[2]" */
+function fieldPath(pointer: string): string {
+  return pointer
+    .split('/')
+    .slice(1)
+    .map((part) => part.replaceAll('~1', '/').replaceAll('~0', '~'))
+    .reduce((path, part) => (/^\d+$/.test(part) ? `${path}[${part}]` : path === '' ? part : `${path}.${part}`), '')
+}
+
+function describeSchemaError(error: ErrorObject): string {
+  const path = fieldPath(error.instancePath) || '(top level)'
+  switch (error.keyword) {
+    case 'additionalProperties':
+      return `${path}: unknown field "${String(error.params['additionalProperty'])}"`
+    case 'enum':
+      return `${path}: must be one of ${(error.params['allowedValues'] as unknown[]).map((value) => JSON.stringify(value)).join(', ')}`
+    case 'const':
+      return `${path}: must be ${JSON.stringify(error.params['allowedValue'])}`
+    case 'required':
+      return `${path}: missing required field "${String(error.params['missingProperty'])}"`
+    default:
+      return `${path}: ${error.message ?? 'is invalid'}`
+  }
+}
+
+function parseRanges(field: string, texts: readonly string[] | undefined, problems: string[]): Prefix[] {
+  const ranges: Prefix[] = []
+  texts?.forEach((text, index) => {
+    const parsed = parseCIDR(text)
+    if (parsed.ok) ranges.push(parsed.value)
+    else problems.push(`${field}[${index}]: "${text}" is not a canonical CIDR (${parsed.error})`)
+  })
+  return ranges
+}
+
+function bounds(field: string, width: number, given: Partial<PrefixBounds> | undefined, problems: string[]): PrefixBounds | undefined {
+  if (given === undefined) return undefined
+  const min = given.min ?? 0
+  const max = given.max ?? width
+  if (min > max) problems.push(`${field}: min /${min} is longer than max /${max}`)
+  return { min, max }
+}
+
+/** Builds a Policy from a parsed document; throws PolicyError listing every problem. */
+export function policyFromObject(document: unknown, source: string): Policy {
+  if (!validateDocument(document)) {
+    throw new PolicyError(source, (validateDocument.errors ?? []).map(describeSchemaError))
+  }
+  const { spec } = document
+  const problems: string[] = []
+  const policy: Policy = {
+    // Absent: anywhere. Empty: nowhere (no new ServiceCIDR passes).
+    allowedRanges: spec.allowedRanges === undefined ? undefined : parseRanges('spec.allowedRanges', spec.allowedRanges, problems),
+    deniedRanges: parseRanges('spec.deniedRanges', spec.deniedRanges, problems),
+    overlap: spec.overlap ?? 'Deny',
+    prefixLength: {
+      ...withDefined('IPv4', bounds('spec.prefixLength.ipv4', 32, spec.prefixLength?.ipv4, problems)),
+      ...withDefined('IPv6', bounds('spec.prefixLength.ipv6', 128, spec.prefixLength?.ipv6, problems)),
+    },
+    deletion: { requireUnused: spec.deletion?.requireUnused ?? true },
+    protectedNames: spec.protectedNames ?? [],
+    exemptions: { usernames: spec.exemptions?.usernames ?? [], groups: spec.exemptions?.groups ?? [] },
+    enforcement: spec.enforcement ?? 'Deny',
+  }
+  if (problems.length > 0) throw new PolicyError(source, problems)
+  return policy
+}
+
+function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V }
+}
+
+/** Parses policy text (YAML, or JSON, which is YAML too); throws PolicyError. */
+export function parsePolicy(text: string, source: string): Policy {
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true })
+  if (document.errors.length > 0) {
+    throw new PolicyError(source, document.errors.map((error) => error.message.split('\n')[0] ?? error.message))
+  }
+  return policyFromObject(document.toJS(), source)
+}

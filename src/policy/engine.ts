@@ -1,0 +1,143 @@
+// The heart of servicecidr-guard: (policy, cluster view, request) -> decision. Pure: no I/O, no
+// clock, no logger. The webhook and the command line both call `decide`, so they cannot disagree.
+
+import { findFreePrefix } from './plan.ts'
+import { allowedRanges } from './rules/allowed-ranges.ts'
+import { deniedRanges } from './rules/denied-ranges.ts'
+import { inUse } from './rules/in-use.ts'
+import { overlap } from './rules/overlap.ts'
+import { prefixLength } from './rules/prefix-length.ts'
+import { protectedNames } from './rules/protected-names.ts'
+import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
+import { validateSpec } from './rules/valid-cidrs.ts'
+import { toServiceCIDRRecord } from './state.ts'
+import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, Violation } from './types.ts'
+
+export const admitRules: readonly AdmitRule[] = [allowedRanges, deniedRanges, prefixLength, overlap]
+export const deleteRules: readonly DeleteRule[] = [protectedNames, inUse]
+
+/** The ServiceCIDR kube-apiserver creates from --service-cluster-ip-range (defaultservicecidr). */
+export const defaultServiceCIDRName = 'kubernetes'
+export const apiserverUsername = 'system:apiserver'
+
+/** Rules whose failure a suggested free range could fix. */
+const fixableByAnotherRange = new Set<Violation['rule']>(['AllowedRanges', 'DeniedRanges', 'Overlap', 'PrefixLength'])
+
+const stateUnknown = (field: string): Violation => ({
+  rule: 'ClusterStateUnknown',
+  field,
+  message: 'servicecidr-guard has not finished reading the cluster\'s ServiceCIDRs and IPAddresses, so it cannot check this safely yet; retry in a few seconds',
+})
+
+function allow(bypass: Bypass, cidrs: readonly string[] = []): Decision {
+  return { allowed: true, violations: [], warnings: [], message: '', bypass, cidrs }
+}
+
+function exempt(policy: Policy, request: ReviewRequest): boolean {
+  const { usernames, groups } = policy.exemptions
+  return usernames.includes(request.userInfo.username) || request.userInfo.groups.some((group) => groups.includes(group))
+}
+
+/** Applies spec.enforcement to the violations found. */
+function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
+  if (violations.length === 0) return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
+  const reasons = violations.map((violation) => violation.message).join('; ')
+  const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
+  switch (policy.enforcement) {
+    case 'Deny':
+      return { allowed: false, violations, warnings: [], message, bypass: undefined, cidrs }
+    case 'Warn':
+      return { allowed: true, violations, warnings: violations.map((violation) => `servicecidr-guard (Warn): ${violation.message}`), message: '', bypass: undefined, cidrs }
+    case 'Audit':
+      return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
+  }
+}
+
+/** One sentence naming a free range that would pass, for the first CIDR that another range would fix. */
+function suggestion(policy: Policy, view: ClusterView | undefined, checked: readonly CheckedCIDR[], violations: readonly Violation[]): string {
+  if (view === undefined) return ''
+  for (const { field, prefix } of checked) {
+    if (!violations.some((violation) => violation.field === field && fixableByAnotherRange.has(violation.rule))) continue
+    const bounds = policy.prefixLength[prefix.family]
+    const bits = bounds === undefined ? prefix.bits : Math.min(Math.max(prefix.bits, bounds.min), bounds.max)
+    const free = findFreePrefix(policy, view, prefix.family, bits)
+    return free === undefined
+      ? ` No free ${prefix.family} /${bits} is left that the policy admits; ask the platform team for more room.`
+      : ` ${free.text} is free and the policy admits it.`
+  }
+  return ''
+}
+
+function admit(policy: Policy, view: ClusterView | undefined, name: string, cidrs: readonly string[], added: readonly string[]): Decision {
+  const spec = validateSpec(cidrs)
+  const addedFields = new Set(cidrs.flatMap((text, index) => (added.includes(text) ? [`spec.cidrs[${index}]`] : [])))
+  const checked = spec.parsed.filter(({ field }) => addedFields.has(field))
+  const violations = spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
+  const context = { policy, name, checked }
+  for (const rule of admitRules) {
+    if (rule.needsState && view === undefined) {
+      if (checked.length > 0) violations.push(stateUnknown('spec.cidrs'))
+      continue
+    }
+    violations.push(...rule.check(context, view as ClusterView))
+  }
+  return enforce(policy, `ServiceCIDR "${name}"`, violations, added, suggestion(policy, view, checked, violations))
+}
+
+function remove(policy: Policy, view: ClusterView | undefined, target: ServiceCIDRRecord): Decision {
+  const violations: Violation[] = []
+  const context = { policy, target }
+  for (const rule of deleteRules) {
+    if (rule.needsState && view === undefined) {
+      if (policy.deletion.requireUnused) violations.push(stateUnknown('metadata.name'))
+      continue
+    }
+    violations.push(...rule.check(context, view as ClusterView))
+  }
+  const cidrs = target.cidrs.map((prefix) => prefix.text)
+  return enforce(policy, `Deleting ServiceCIDR "${target.name}"`, violations, cidrs, '')
+}
+
+/**
+ * Decides one admission request. `view` is undefined while the cluster state is not known (the
+ * watches have not synced): rules that need it then fail closed under enforcement Deny.
+ */
+export function decide(policy: Policy, view: ClusterView | undefined, request: ReviewRequest): Decision {
+  const { operation, name, object, oldObject, userInfo } = request
+
+  // kube-apiserver creates and re-syncs its own default ServiceCIDR; refusing it keeps the
+  // apiserver from ever becoming ready (pkg/controlplane/controller/defaultservicecidr).
+  if (name === defaultServiceCIDRName && userInfo.username === apiserverUsername && operation !== 'DELETE') {
+    return allow('ApiserverDefault', object?.cidrs)
+  }
+  if (exempt(policy, request)) return allow('Exempt', object?.cidrs ?? oldObject?.cidrs)
+
+  switch (operation) {
+    case 'CREATE':
+      if (object === undefined) return enforce(policy, `ServiceCIDR "${name}"`, [{ rule: 'ValidCIDR', field: 'object', message: 'the request carries no object' }], [], '')
+      return admit(policy, view, name, object.cidrs, object.cidrs)
+    case 'UPDATE': {
+      if (object === undefined || oldObject === undefined) {
+        return enforce(policy, `ServiceCIDR "${name}"`, [{ rule: 'ValidCIDR', field: 'object', message: 'the UPDATE request carries no object or no oldObject' }], [], '')
+      }
+      // CIDRs are immutable except that a single-CIDR ServiceCIDR may gain the other family
+      // (ValidateServiceCIDRUpdate, https://issues.k8s.io/131261): only what is added is checked.
+      // Metadata-only updates, such as kube-controller-manager's finalizer patches, always pass:
+      // refusing them would leave a ServiceCIDR Terminating forever.
+      const added = object.cidrs.filter((cidr) => !oldObject.cidrs.includes(cidr))
+      if (added.length === 0) return allow('MetadataOnly')
+      return admit(policy, view, name, object.cidrs, added)
+    }
+    case 'DELETE': {
+      // kube-apiserver sends the object being deleted as oldObject; fall back to the cache.
+      const target = (oldObject && toServiceCIDRRecord({ metadata: { name }, spec: { cidrs: oldObject.cidrs } })) ?? view?.serviceCIDR(name)
+      if (target === undefined) {
+        const violation = view === undefined ? stateUnknown('oldObject') : { rule: 'ClusterStateUnknown' as const, field: 'oldObject', message: 'the DELETE request carries no oldObject and the ServiceCIDR is not in the cache' }
+        return enforce(policy, `Deleting ServiceCIDR "${name}"`, [violation], [], '')
+      }
+      return remove(policy, view, target)
+    }
+    case 'CONNECT':
+      return allow('NothingToCheck')
+  }
+}

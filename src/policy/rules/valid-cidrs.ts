@@ -1,0 +1,41 @@
+import { parseCIDR } from '../ip.ts'
+import type { Violation } from '../types.ts'
+import type { CheckedCIDR } from './rule.ts'
+
+export interface ValidatedSpec {
+  readonly violations: Violation[]
+  /** The CIDRs that parsed, with their field paths; the other rules check only these. */
+  readonly parsed: CheckedCIDR[]
+}
+
+/**
+ * spec.cidrs as `validateServiceCIDRSpec` (kubernetes pkg/apis/networking/validation) checks it:
+ * one or two CIDRs, each valid by apimachinery's IsValidCIDR, at most one per IP family. Through the
+ * apiserver a webhook only sees objects that passed this already; offline checks rely on it.
+ */
+export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
+  const field = 'spec.cidrs'
+  if (cidrs.length === 0) {
+    return { violations: [{ rule: 'ValidCIDR', field, message: `${field}: Required value: at least one CIDR required` }], parsed: [] }
+  }
+  if (cidrs.length > 2) {
+    return { violations: [{ rule: 'ValidCIDR', field, message: `${field}: Invalid value: may only hold up to 2 values` }], parsed: [] }
+  }
+  const violations: Violation[] = []
+  const parsed: CheckedCIDR[] = []
+  cidrs.forEach((text, index) => {
+    const at = `${field}[${index}]`
+    const result = parseCIDR(text)
+    if (result.ok) parsed.push({ field: at, prefix: result.value })
+    else violations.push({ rule: 'ValidCIDR', field: at, message: `${at}: Invalid value: "${text}": ${result.error}` })
+  })
+  const [first, second] = parsed
+  if (first !== undefined && second !== undefined && first.prefix.family === second.prefix.family) {
+    violations.push({
+      rule: 'ValidCIDR',
+      field,
+      message: `${field}: Invalid value: may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64`,
+    })
+  }
+  return { violations, parsed }
+}

@@ -1,0 +1,242 @@
+// An in-memory model of the cluster's ServiceCIDRs and IPAddresses: what the webhook's watches keep
+// current, and what the command line builds from files. Pure: callers pass time in; nothing here
+// reads a clock or does I/O.
+
+import { parseAddress, parseCIDR, type Family, type Prefix } from './ip.ts'
+import {
+  managedByAllocator,
+  type AddressRange,
+  type ClusterView,
+  type IPAddressRecord,
+  type ParentRef,
+  type ServiceCIDRRecord,
+} from './types.ts'
+
+/** The fields of a ServiceCIDR or IPAddress object this model reads; any API version. */
+export interface ObjectLike {
+  readonly metadata?: {
+    readonly name?: string | undefined
+    readonly labels?: Readonly<Record<string, string>> | undefined
+    readonly deletionTimestamp?: unknown
+  } | undefined
+  readonly spec?: {
+    readonly cidrs?: readonly string[] | undefined
+    readonly parentRef?: Partial<ParentRef> | undefined
+  } | undefined
+}
+
+export const familyLabel = 'ipaddress.kubernetes.io/ip-family'
+export const managedByLabel = 'ipaddress.kubernetes.io/managed-by'
+
+export function toServiceCIDRRecord(object: ObjectLike): ServiceCIDRRecord | undefined {
+  const name = object.metadata?.name
+  if (name === undefined) return undefined
+  const cidrs: Prefix[] = []
+  const invalid: string[] = []
+  for (const text of object.spec?.cidrs ?? []) {
+    const parsed = parseCIDR(text)
+    if (parsed.ok) cidrs.push(parsed.value)
+    else invalid.push(text)
+  }
+  const deletionTimestamp = object.metadata?.deletionTimestamp
+  return { name, cidrs, invalid, deleting: deletionTimestamp !== undefined && deletionTimestamp !== null }
+}
+
+// Many IPAddresses share a namespace and group; keep one copy of each such string.
+const interned = new Map<string, string>()
+function intern(text: string): string {
+  const known = interned.get(text)
+  if (known !== undefined) return known
+  if (interned.size < 10_000) interned.set(text, text)
+  return text
+}
+
+export function toIPAddressRecord(object: ObjectLike): IPAddressRecord | undefined {
+  const name = object.metadata?.name
+  const address = name === undefined ? undefined : parseAddress(name)
+  if (name === undefined || address === undefined) return undefined
+  const labels = object.metadata?.labels ?? {}
+  const parent = object.spec?.parentRef
+  const label = labels[familyLabel]
+  return {
+    name,
+    family: address.family,
+    value: address.value,
+    familyLabel: label === undefined ? undefined : intern(label),
+    managed: labels[managedByLabel] === managedByAllocator,
+    parentRef: parent === undefined
+      ? undefined
+      : {
+          group: intern(parent.group ?? ''),
+          resource: intern(parent.resource ?? ''),
+          namespace: intern(parent.namespace ?? ''),
+          name: parent.name ?? '',
+        },
+  }
+}
+
+/**
+ * Whether canDeleteCIDR would list this IPAddress: it selects on the labels managed-by:
+ * ipallocator.k8s.io and ip-family (the family of the CIDR it checks).
+ */
+export const allocatorManaged = (record: IPAddressRecord): boolean =>
+  record.managed && record.familyLabel === record.family
+
+/** Allocator-managed IPAddresses of one family, kept sorted by address for range queries. */
+class AddressIndex {
+  private readonly values: bigint[] = []
+  private readonly records: IPAddressRecord[] = []
+
+  get size(): number {
+    return this.records.length
+  }
+
+  /** First index whose value is >= value. */
+  private lowerBound(value: bigint, from = 0, to = this.values.length): number {
+    let lo = from
+    let hi = to
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if ((this.values[mid] as bigint) < value) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+
+  insert(record: IPAddressRecord): void {
+    const at = this.lowerBound(record.value)
+    this.values.splice(at, 0, record.value)
+    this.records.splice(at, 0, record)
+  }
+
+  remove(record: IPAddressRecord): void {
+    for (let at = this.lowerBound(record.value); at < this.values.length && this.values[at] === record.value; at++) {
+      if (this.records[at] === record) {
+        this.values.splice(at, 1)
+        this.records.splice(at, 1)
+        return
+      }
+    }
+  }
+
+  /** Replaces the contents at once: one sort instead of n sorted inserts. */
+  load(records: readonly IPAddressRecord[]): void {
+    const sorted = [...records].sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0))
+    this.values.length = 0
+    this.records.length = 0
+    for (const record of sorted) {
+      this.records.push(record)
+      this.values.push(record.value)
+    }
+  }
+
+  between(first: bigint, last: bigint): AddressRange {
+    const start = this.lowerBound(first)
+    const end = last < first ? start : this.lowerBound(last + 1n, start)
+    const { records } = this
+    return {
+      length: end - start,
+      at: (index) => {
+        if (index < 0 || index >= end - start) throw new RangeError(`address index ${index} outside 0..${end - start - 1}`)
+        return records[start + index] as IPAddressRecord
+      },
+      countBetween: (from, to) => {
+        if (to < from) return 0
+        const lo = this.lowerBound(from, start, end)
+        return this.lowerBound(to + 1n, lo, end) - lo
+      },
+    }
+  }
+}
+
+interface Pending {
+  readonly record: ServiceCIDRRecord
+  readonly expiresAt: number
+}
+
+export class ClusterState implements ClusterView {
+  private readonly cidrs = new Map<string, ServiceCIDRRecord>()
+  private readonly addresses = new Map<string, IPAddressRecord>()
+  private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
+  private readonly pending = new Map<string, Pending>()
+
+  get serviceCIDRCount(): number {
+    return this.cidrs.size
+  }
+
+  get ipAddressCount(): number {
+    return this.addresses.size
+  }
+
+  serviceCIDRs(): Iterable<ServiceCIDRRecord> {
+    return this.cidrs.values()
+  }
+
+  serviceCIDR(name: string): ServiceCIDRRecord | undefined {
+    return this.cidrs.get(name)
+  }
+
+  pendingServiceCIDRs(): Iterable<ServiceCIDRRecord> {
+    return [...this.pending.values()].map((entry) => entry.record)
+  }
+
+  addressesBetween(family: Family, first: bigint, last: bigint): AddressRange {
+    return this.index[family].between(first, last)
+  }
+
+  ipAddresses(): Iterable<IPAddressRecord> {
+    return this.addresses.values()
+  }
+
+  upsertServiceCIDR(record: ServiceCIDRRecord): void {
+    this.cidrs.set(record.name, record)
+    // The watch has caught up with what this process admitted.
+    this.pending.delete(record.name)
+  }
+
+  removeServiceCIDR(name: string): void {
+    this.cidrs.delete(name)
+  }
+
+  replaceServiceCIDRs(records: Iterable<ServiceCIDRRecord>): void {
+    this.cidrs.clear()
+    for (const record of records) this.upsertServiceCIDR(record)
+  }
+
+  upsertIPAddress(record: IPAddressRecord): void {
+    this.removeIPAddress(record.name)
+    this.addresses.set(record.name, record)
+    if (allocatorManaged(record)) this.index[record.family].insert(record)
+  }
+
+  removeIPAddress(name: string): void {
+    const old = this.addresses.get(name)
+    if (old === undefined) return
+    this.addresses.delete(name)
+    if (allocatorManaged(old)) this.index[old.family].remove(old)
+  }
+
+  replaceIPAddresses(records: Iterable<IPAddressRecord>): void {
+    this.addresses.clear()
+    for (const record of records) this.addresses.set(record.name, record)
+    const byFamily: Record<Family, IPAddressRecord[]> = { IPv4: [], IPv6: [] }
+    for (const record of this.addresses.values()) {
+      if (allocatorManaged(record)) byFamily[record.family].push(record)
+    }
+    this.index.IPv4.load(byFamily.IPv4)
+    this.index.IPv6.load(byFamily.IPv6)
+  }
+
+  /** Records a CREATE this process admitted, until the watch shows it or `expiresAt` passes. */
+  reserve(record: ServiceCIDRRecord, expiresAt: number): void {
+    this.pending.set(record.name, { record, expiresAt })
+  }
+
+  /** Drops reservations that expired by `now`; returns how many remain. */
+  expireReservations(now: number): number {
+    for (const [name, entry] of this.pending) {
+      if (entry.expiresAt <= now) this.pending.delete(name)
+    }
+    return this.pending.size
+  }
+}

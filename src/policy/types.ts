@@ -1,0 +1,132 @@
+// The vocabulary of the policy engine. Pure data: the engine imports nothing that does I/O.
+
+import type { Family, Prefix } from './ip.ts'
+
+export type OverlapMode = 'Deny' | 'AllowExpansion' | 'Allow'
+export type Enforcement = 'Deny' | 'Warn' | 'Audit'
+
+export interface PrefixBounds {
+  readonly min: number
+  readonly max: number
+}
+
+/** A validated policy (see src/config/policy.ts for the file format). */
+export interface Policy {
+  /** Absent: a ServiceCIDR may lie anywhere. */
+  readonly allowedRanges: readonly Prefix[] | undefined
+  readonly deniedRanges: readonly Prefix[]
+  readonly overlap: OverlapMode
+  readonly prefixLength: { readonly [F in Family]?: PrefixBounds }
+  readonly deletion: { readonly requireUnused: boolean }
+  readonly protectedNames: readonly string[]
+  readonly exemptions: { readonly usernames: readonly string[], readonly groups: readonly string[] }
+  readonly enforcement: Enforcement
+}
+
+export interface ServiceCIDRRecord {
+  readonly name: string
+  /** The parsed CIDRs; a CIDR that does not parse is kept in `invalid` so nothing is silently lost. */
+  readonly cidrs: readonly Prefix[]
+  readonly invalid: readonly string[]
+  /** metadata.deletionTimestamp is set: the ServiceCIDR is Terminating. */
+  readonly deleting: boolean
+}
+
+export const managedByAllocator = 'ipallocator.k8s.io'
+
+export interface ParentRef {
+  readonly group: string
+  readonly resource: string
+  readonly namespace: string
+  readonly name: string
+}
+
+export interface IPAddressRecord {
+  readonly name: string
+  readonly family: Family
+  readonly value: bigint
+  /** The `ipaddress.kubernetes.io/ip-family` label, which canDeleteCIDR selects on. */
+  readonly familyLabel: string | undefined
+  /** `ipaddress.kubernetes.io/managed-by: ipallocator.k8s.io`: only these block a deletion. */
+  readonly managed: boolean
+  readonly parentRef: ParentRef | undefined
+}
+
+/** What the engine needs of the cluster: read-only, answered from memory. */
+export interface ClusterView {
+  serviceCIDRs(): Iterable<ServiceCIDRRecord>
+  serviceCIDR(name: string): ServiceCIDRRecord | undefined
+  /**
+   * ServiceCIDRs admitted by this process whose creation the watch has not shown yet. They take
+   * part in overlap checks (two overlapping CREATEs must not both pass) but never count as covering
+   * addresses on DELETE, where guessing in favour of allowing would be unsafe.
+   */
+  pendingServiceCIDRs(): Iterable<ServiceCIDRRecord>
+  /**
+   * Allocator-managed IPAddresses (labels managed-by: ipallocator.k8s.io and the ip-family of the
+   * address) in [first, last] of the family, in address order: the ones canDeleteCIDR counts.
+   */
+  addressesBetween(family: Family, first: bigint, last: bigint): AddressRange
+}
+
+export interface AddressRange {
+  readonly length: number
+  at(index: number): IPAddressRecord
+  /** How many of the range lie in [first, last]; answered by binary search, not by a scan. */
+  countBetween(first: bigint, last: bigint): number
+}
+
+export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT'
+
+export interface UserInfo {
+  readonly username: string
+  readonly groups: readonly string[]
+}
+
+/** A ServiceCIDR as admission carries it, reduced to what the policy reads. */
+export interface ServiceCIDRObject {
+  readonly name: string
+  readonly cidrs: readonly string[]
+}
+
+export interface ReviewRequest {
+  readonly operation: Operation
+  readonly name: string
+  readonly userInfo: UserInfo
+  readonly object: ServiceCIDRObject | undefined
+  readonly oldObject: ServiceCIDRObject | undefined
+  readonly dryRun: boolean
+}
+
+export type RuleName =
+  | 'ValidCIDR'
+  | 'AllowedRanges'
+  | 'DeniedRanges'
+  | 'PrefixLength'
+  | 'Overlap'
+  | 'InUse'
+  | 'ProtectedName'
+  | 'ClusterStateUnknown'
+
+export interface Violation {
+  readonly rule: RuleName
+  /** Field path in the ServiceCIDR, as Kubernetes writes it: spec.cidrs[1]. */
+  readonly field: string
+  readonly message: string
+}
+
+/** Why a request was allowed without running the rules. */
+export type Bypass = 'ApiserverDefault' | 'Exempt' | 'MetadataOnly' | 'NothingToCheck'
+
+export interface Decision {
+  readonly allowed: boolean
+  /** Every rule that failed, whatever the enforcement mode. */
+  readonly violations: readonly Violation[]
+  /** Shown to the client as admission warnings. */
+  readonly warnings: readonly string[]
+  /** The message a denied request carries; empty when allowed. */
+  readonly message: string
+  readonly bypass: Bypass | undefined
+  /** CIDRs checked: those the request creates or adds, or those it deletes. */
+  readonly cidrs: readonly string[]
+}
