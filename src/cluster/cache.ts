@@ -1,0 +1,133 @@
+// The webhook's view of the cluster: ServiceCIDRs and IPAddresses kept current by two reflectors,
+// held as small records in a ClusterState. Decisions read it from memory; nothing LISTs per request.
+
+import type { KubeConfig } from '@kubernetes/client-node'
+import { ClusterState, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
+import type { ClusterView, ServiceCIDRRecord } from '../policy/types.ts'
+import { discoverVersion, group } from './api.ts'
+import { Reflector, type Log, type ReflectorSink } from './reflector.ts'
+
+export interface ClusterCacheOptions {
+  readonly kubeConfig: KubeConfig
+  readonly log: Log
+  readonly now?: () => number
+  /** How long an admitted CREATE is remembered if the watch never shows it (it may have failed later). */
+  readonly reservationMs?: number
+  /** How long the view may go without an open watch before decisions stop trusting it. */
+  readonly staleAfterMs?: number
+  readonly watchSeconds?: number
+}
+
+export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
+
+function sink(state: ClusterState, kind: 'servicecidrs' | 'ipaddresses'): ReflectorSink {
+  if (kind === 'servicecidrs') {
+    const records = (items: readonly ObjectLike[]): ServiceCIDRRecord[] =>
+      items.flatMap((item) => toServiceCIDRRecord(item) ?? [])
+    return {
+      replace: (items) => {
+        state.replaceServiceCIDRs(records(items))
+      },
+      upsert: (item) => {
+        for (const record of records([item])) state.upsertServiceCIDR(record)
+      },
+      remove: (item) => {
+        if (item.metadata?.name) state.removeServiceCIDR(item.metadata.name)
+      },
+    }
+  }
+  return {
+    replace: (items) => {
+      state.replaceIPAddresses(items.flatMap((item) => toIPAddressRecord(item) ?? []))
+    },
+    upsert: (item) => {
+      const record = toIPAddressRecord(item)
+      if (record) state.upsertIPAddress(record)
+    },
+    remove: (item) => {
+      if (item.metadata?.name) state.removeIPAddress(item.metadata.name)
+    },
+  }
+}
+
+export class ClusterCache {
+  readonly state = new ClusterState()
+  private readonly options: ClusterCacheOptions
+  private readonly now: () => number
+  private reflectors: Reflector[] = []
+  private stopped = false
+  private starting: Promise<void> | undefined
+  version: string | undefined
+  lastError: string | undefined
+
+  constructor(options: ClusterCacheOptions) {
+    this.options = options
+    this.now = options.now ?? Date.now
+  }
+
+  /** Discovers the API version (retrying until the API is served), then starts both reflectors. */
+  start(): Promise<void> {
+    this.starting ??= this.discoverAndStart()
+    return this.starting
+  }
+
+  private async discoverAndStart(): Promise<void> {
+    const { kubeConfig, log } = this.options
+    let delay = 500
+    while (!this.stopped && this.version === undefined) {
+      try {
+        this.version = await discoverVersion(kubeConfig)
+      } catch (error) {
+        this.lastError = error instanceof Error ? error.message : String(error)
+        log.warn({ err: error, retryInMs: delay }, 'ServiceCIDR API discovery failed; retrying')
+        await new Promise((resolve) => setTimeout(resolve, delay))
+        delay = Math.min(delay * 2, 30_000)
+      }
+    }
+    const version = this.version
+    if (this.stopped || version === undefined) return
+    log.info({ group, version }, 'watching ServiceCIDRs and IPAddresses')
+    this.reflectors = (['servicecidrs', 'ipaddresses'] as const).map((plural) => new Reflector({
+      kubeConfig,
+      resource: { group, version, plural },
+      sink: sink(this.state, plural),
+      log,
+      now: this.now,
+      ...(this.options.watchSeconds === undefined ? {} : { watchSeconds: this.options.watchSeconds }),
+    }))
+    for (const reflector of this.reflectors) reflector.start()
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    await Promise.all(this.reflectors.map((reflector) => reflector.stop()))
+  }
+
+  get syncState(): SyncState {
+    if (this.stopped) return 'Stopped'
+    if (this.reflectors.length === 0) return 'Discovering'
+    if (!this.reflectors.every((reflector) => reflector.synced)) return 'Syncing'
+    const now = this.now()
+    const staleAfter = this.options.staleAfterMs ?? 30_000
+    return this.reflectors.some((reflector) => reflector.staleFor(now) > staleAfter) ? 'Stale' : 'Synced'
+  }
+
+  get synced(): boolean {
+    return this.syncState === 'Synced'
+  }
+
+  /** The view decisions read; undefined while it cannot be trusted, so rules fail closed. */
+  view(): ClusterView | undefined {
+    if (!this.synced) return undefined
+    this.state.expireReservations(this.now())
+    return this.state
+  }
+
+  reserve(record: ServiceCIDRRecord): void {
+    this.state.reserve(record, this.now() + (this.options.reservationMs ?? 30_000))
+  }
+
+  get relists(): number {
+    return this.reflectors.reduce((sum, reflector) => sum + Math.max(0, reflector.lists - 1), 0)
+  }
+}

@@ -1,0 +1,175 @@
+// List, then watch from the list's resourceVersion; re-watch when a watch ends, re-list when the
+// resourceVersion is too old (410 Gone). The pattern of client-go's Reflector
+// (k8s.io/client-go/tools/cache/reflector.go, ListAndWatch), feeding projected records to a sink.
+
+import { Watch, type KubeConfig } from '@kubernetes/client-node'
+import type { ObjectLike } from '../policy/state.ts'
+import { listAll, type Resource } from './api.ts'
+
+export interface ReflectorSink {
+  /** The complete set, after a (re-)list. */
+  replace(items: readonly ObjectLike[]): void
+  upsert(item: ObjectLike): void
+  remove(item: ObjectLike): void
+}
+
+/** The few logger methods used here; pino's logger fits. */
+export interface Log {
+  debug(object: object, message: string): void
+  info(object: object, message: string): void
+  warn(object: object, message: string): void
+}
+
+export interface ReflectorOptions {
+  readonly kubeConfig: KubeConfig
+  readonly resource: Resource
+  readonly sink: ReflectorSink
+  readonly log: Log
+  readonly now: () => number
+  /** The server ends each watch after this long, so idle watches end cleanly, not by timeout. */
+  readonly watchSeconds?: number
+  readonly backoff?: { readonly initialMs: number, readonly maxMs: number }
+}
+
+interface WatchEvent {
+  type?: string
+  object?: ObjectLike & { metadata?: { resourceVersion?: string }, code?: number, reason?: string, message?: string }
+}
+
+class GoneError extends Error {}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer)
+      resolve()
+    }, { once: true })
+  })
+
+export class Reflector {
+  private readonly options: ReflectorOptions
+  private readonly stopping = new AbortController()
+  private watchAbort: AbortController | undefined
+  private loop: Promise<void> | undefined
+  private resourceVersion = ''
+  private listed = false
+  private watching = false
+  private disconnectedAt: number
+  /** Completed lists; a re-list after the first means a watch could not continue. */
+  lists = 0
+  errors = 0
+
+  constructor(options: ReflectorOptions) {
+    this.options = options
+    this.disconnectedAt = options.now()
+  }
+
+  /** The first list has completed: the sink holds a full view (client-go's HasSynced). */
+  get synced(): boolean {
+    return this.listed
+  }
+
+  /** Milliseconds since the view was last known current (0 while a watch is open). */
+  staleFor(now: number): number {
+    return this.watching ? 0 : now - this.disconnectedAt
+  }
+
+  private isStopped(): boolean {
+    return this.stopping.signal.aborted
+  }
+
+  start(): void {
+    this.loop ??= this.run()
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort()
+    this.watchAbort?.abort()
+    await this.loop
+  }
+
+  private async run(): Promise<void> {
+    const { log, resource } = this.options
+    const backoff = this.options.backoff ?? { initialMs: 250, maxMs: 30_000 }
+    let delay = backoff.initialMs
+    let needList = true
+    while (!this.isStopped()) {
+      try {
+        if (needList) {
+          await this.list()
+          needList = false
+        }
+        const events = await this.watch()
+        if (events > 0) delay = backoff.initialMs
+      } catch (error) {
+        if (this.isStopped()) break
+        this.errors++
+        if (error instanceof GoneError) {
+          log.info({ resource: resource.plural }, 'watch resourceVersion too old; listing again')
+          needList = true
+          continue
+        }
+        log.warn({ resource: resource.plural, err: error, retryInMs: delay }, 'list/watch failed; retrying')
+        await sleep(delay, this.stopping.signal)
+        delay = Math.min(delay * 2, backoff.maxMs)
+      }
+    }
+  }
+
+  private async list(): Promise<void> {
+    const { kubeConfig, resource, sink, log } = this.options
+    const items: ObjectLike[] = []
+    this.resourceVersion = await listAll(kubeConfig, resource, (page) => {
+      items.push(...page)
+    })
+    sink.replace(items)
+    this.listed = true
+    this.lists++
+    log.info({ resource: resource.plural, version: resource.version, count: items.length, resourceVersion: this.resourceVersion }, 'listed')
+  }
+
+  /** One watch, until it ends. Resolves with the number of events seen; rejects on error or 410. */
+  private watch(): Promise<number> {
+    const { kubeConfig, resource, sink, log, now } = this.options
+    const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
+    let events = 0
+    return new Promise<number>((resolve, reject) => {
+      let failure: Error | undefined
+      const onEvent = (type: string, object: WatchEvent['object']): void => {
+        if (object === undefined) return
+        if (type === 'ERROR') {
+          failure = object.code === 410 ? new GoneError(object.message ?? 'Gone') : new Error(`watch error ${object.code ?? ''} ${object.reason ?? ''}: ${object.message ?? ''}`)
+          this.watchAbort?.abort()
+          return
+        }
+        const version = object.metadata?.resourceVersion
+        if (version) this.resourceVersion = version
+        events++
+        if (type === 'ADDED' || type === 'MODIFIED') sink.upsert(object)
+        else if (type === 'DELETED') sink.remove(object)
+      }
+      const onDone = (error: unknown): void => {
+        if (this.watching) this.disconnectedAt = now()
+        this.watching = false
+        if (failure) reject(failure)
+        else if (error && !this.stopping.signal.aborted) reject(error instanceof Error ? error : new Error(JSON.stringify(error)))
+        else {
+          log.debug({ resource: resource.plural, events }, 'watch ended')
+          resolve(events)
+        }
+      }
+      new Watch(kubeConfig)
+        .watch(path, {
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          timeoutSeconds: this.options.watchSeconds ?? 25,
+        }, onEvent, onDone)
+        .then((abort) => {
+          this.watchAbort = abort
+          if (!abort.signal.aborted) this.watching = true
+          if (this.stopping.signal.aborted) abort.abort()
+        }, reject)
+    })
+  }
+}

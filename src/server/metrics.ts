@@ -1,0 +1,86 @@
+// Prometheus metrics. One registry per server, built from arguments, so tests get their own.
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { allocatableRange, allocatableSize } from '../policy/ip.ts'
+import type { ClusterState } from '../policy/state.ts'
+
+export interface MetricSources {
+  readonly state: ClusterState
+  readonly synced: () => boolean
+  readonly relists: () => number
+}
+
+export class Metrics {
+  readonly registry = new Registry()
+  readonly reviews: Counter<'operation' | 'outcome'>
+  readonly errors: Counter<'code'>
+  readonly decisionSeconds: Histogram<'operation'>
+  readonly policyReloads: Counter
+  readonly policyReloadErrors: Counter
+  readonly policyValid: Gauge
+  readonly certificateReloads: Counter
+  readonly certificateErrors: Counter
+  readonly certificateExpiry: Gauge
+
+  constructor(sources: MetricSources, options: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry]
+    const prefix = 'servicecidr_guard_'
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix })
+    this.reviews = new Counter({ name: `${prefix}reviews_total`, help: 'Admission reviews answered, by operation and outcome (allowed, denied, warned, audited, error).', labelNames: ['operation', 'outcome'], registers })
+    this.errors = new Counter({ name: `${prefix}review_errors_total`, help: 'Requests answered with an error, by stable error code.', labelNames: ['code'], registers })
+    this.decisionSeconds = new Histogram({
+      name: `${prefix}decision_duration_seconds`,
+      help: 'Time to decide one review, from the parsed body to the encoded response.',
+      labelNames: ['operation'],
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
+      registers,
+    })
+    this.policyReloads = new Counter({ name: `${prefix}policy_reloads_total`, help: 'Policy files reloaded after a change.', registers })
+    this.policyReloadErrors = new Counter({ name: `${prefix}policy_reload_errors_total`, help: 'Changed policy files refused (the last good policy stays in force).', registers })
+    this.policyValid = new Gauge({ name: `${prefix}policy_valid`, help: '1 when the policy file on disk is the policy in force, 0 when it was refused.', registers })
+    this.certificateReloads = new Counter({ name: `${prefix}certificate_reloads_total`, help: 'Serving certificates reloaded after a change.', registers })
+    this.certificateErrors = new Counter({ name: `${prefix}certificate_errors_total`, help: 'Serving certificate files that could not be used.', registers })
+    this.certificateExpiry = new Gauge({ name: `${prefix}certificate_expiry_timestamp_seconds`, help: 'When the serving certificate in use expires.', registers })
+
+    const { state } = sources
+    new Gauge({ name: `${prefix}cache_synced`, help: '1 when the ServiceCIDR and IPAddress cache is synced and current.', registers, collect() { this.set(sources.synced() ? 1 : 0) } })
+    new Gauge({ name: `${prefix}cache_relists_total`, help: 'Re-lists after a watch could not continue.', registers, collect() { this.set(sources.relists()) } })
+    new Gauge({
+      name: `${prefix}cache_objects`,
+      help: 'Objects in the cache, by resource.',
+      labelNames: ['resource'],
+      registers,
+      collect() {
+        this.set({ resource: 'servicecidrs' }, state.serviceCIDRCount)
+        this.set({ resource: 'ipaddresses' }, state.ipAddressCount)
+      },
+    })
+    new Gauge({
+      name: `${prefix}servicecidr_usable_addresses`,
+      help: 'Addresses a ServiceCIDR can allocate (network and IPv4 broadcast excluded).',
+      labelNames: ['servicecidr', 'cidr'],
+      registers,
+      collect() {
+        this.reset()
+        for (const record of state.serviceCIDRs()) {
+          for (const prefix of record.cidrs) this.set({ servicecidr: record.name, cidr: prefix.text }, Number(allocatableSize(prefix)))
+        }
+      },
+    })
+    new Gauge({
+      name: `${prefix}servicecidr_addresses_in_use`,
+      help: 'Allocator-managed IPAddresses inside a ServiceCIDR (an address in overlapping ranges counts in each).',
+      labelNames: ['servicecidr', 'cidr'],
+      registers,
+      collect() {
+        this.reset()
+        for (const record of state.serviceCIDRs()) {
+          for (const prefix of record.cidrs) {
+            const range = allocatableRange(prefix)
+            this.set({ servicecidr: record.name, cidr: prefix.text }, state.addressesBetween(prefix.family, range.first, range.last).length)
+          }
+        }
+      },
+    })
+  }
+}

@@ -1,0 +1,162 @@
+// Assembles the running webhook from its options: policy, cluster cache, certificate, metrics, the
+// two listeners, and an orderly shutdown. Every dependency is built here and passed down.
+
+import type { KubeConfig } from '@kubernetes/client-node'
+import type { FastifyInstance } from 'fastify'
+import type { Server as HTTPSServer } from 'node:https'
+import type { Logger } from 'pino'
+import { createReviewer } from '../admission/reviewer.ts'
+import { ClusterCache } from '../cluster/cache.ts'
+import { PolicySource } from '../config/policy-source.ts'
+import { buildHealthApp, buildWebhookApp, type Readiness } from './app.ts'
+import { CertificateSource, secureContextOptions } from './certificate.ts'
+import { Metrics } from './metrics.ts'
+
+export interface ServeOptions {
+  readonly policyPath: string
+  readonly certPath: string
+  readonly keyPath: string
+  readonly host: string
+  readonly port: number
+  /** Plain-HTTP port for probes and metrics; 0 picks a free port, undefined disables it. */
+  readonly healthPort: number | undefined
+  readonly kubeConfig: KubeConfig
+  readonly logger: Logger
+  readonly reloadIntervalMs: number
+  /** After SIGTERM: keep serving (not ready) this long, so endpoints drop the pod first. */
+  readonly shutdownDelayMs: number
+  /** After the delay: how long in-flight reviews may take to finish. */
+  readonly shutdownTimeoutMs: number
+  readonly reservationMs: number
+  readonly staleAfterMs: number
+}
+
+export interface RunningServer {
+  /** Resolves once the webhook listens with a certificate (it may still be syncing). */
+  readonly listening: Promise<void>
+  webhookAddress(): { host: string, port: number } | undefined
+  healthAddress(): { host: string, port: number } | undefined
+  readiness(): Readiness
+  readonly cache: ClusterCache
+  shutdown(reason: string): Promise<void>
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+function addressOf(app: FastifyInstance | undefined): { host: string, port: number } | undefined {
+  const address = app?.server.address()
+  return address !== null && typeof address === 'object' ? { host: address.address, port: address.port } : undefined
+}
+
+export async function serve(options: ServeOptions): Promise<RunningServer> {
+  const { logger } = options
+  let shuttingDown = false
+  let listening = false
+
+  const cache = new ClusterCache({
+    kubeConfig: options.kubeConfig,
+    log: logger.child({ component: 'cache' }),
+    reservationMs: options.reservationMs,
+    staleAfterMs: options.staleAfterMs,
+  })
+  const metrics = new Metrics({ state: cache.state, synced: () => cache.synced, relists: () => cache.relists })
+
+  const policySource = await PolicySource.open(options.policyPath, options.reloadIntervalMs, {
+    onLoad: (policy, first) => {
+      metrics.policyValid.set(1)
+      if (!first) metrics.policyReloads.inc()
+      logger.info({ policy: options.policyPath, enforcement: policy.enforcement, overlap: policy.overlap, allowedRanges: policy.allowedRanges?.map((range) => range.text) ?? 'any' }, first ? 'policy loaded' : 'policy reloaded')
+    },
+    onError: (message) => {
+      metrics.policyValid.set(0)
+      metrics.policyReloadErrors.inc()
+      logger.error({ policy: options.policyPath, error: message }, 'changed policy refused; the last good policy stays in force')
+    },
+  })
+
+  void cache.start()
+
+  const readiness = (): Readiness => {
+    const pair = certificate.current
+    const policy = policySource.health
+    const checks = {
+      shuttingDown,
+      certificate: pair === undefined ? { loaded: false } : { loaded: true, subject: pair.subject, notAfter: pair.notAfter.toISOString(), reloads: certificate.reloads },
+      webhook: { listening },
+      cache: {
+        state: cache.syncState,
+        apiVersion: cache.version,
+        servicecidrs: cache.state.serviceCIDRCount,
+        ipaddresses: cache.state.ipAddressCount,
+        relists: cache.relists,
+        ...(cache.lastError === undefined ? {} : { lastError: cache.lastError }),
+      },
+      policy: { source: policy.source, loadedAt: new Date(policy.loadedAt).toISOString(), valid: policy.lastError === undefined, ...(policy.lastError === undefined ? {} : { lastError: policy.lastError }) },
+    }
+    return { ready: !shuttingDown && listening && pair !== undefined && cache.synced, checks }
+  }
+  const health = { readiness }
+
+  const reviewer = createReviewer({ policy: () => policySource.policy, cluster: cache })
+  let webhookApp: FastifyInstance | undefined
+  let resolveListening: () => void = () => undefined
+  let rejectListening: (error: unknown) => void = () => undefined
+  const listeningPromise = new Promise<void>((resolve, reject) => {
+    resolveListening = resolve
+    rejectListening = reject
+  })
+
+  const certificate = new CertificateSource(options.certPath, options.keyPath, options.reloadIntervalMs, {
+    onLoad: (pair, first) => {
+      metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000)
+      if (first) {
+        logger.info({ subject: pair.subject, notAfter: pair.notAfter }, 'serving certificate loaded')
+        webhookApp = buildWebhookApp({ logger, metrics, health, reviewer, https: secureContextOptions(pair) })
+        webhookApp.listen({ host: options.host, port: options.port }).then(() => {
+          listening = true
+          logger.info({ address: addressOf(webhookApp) }, 'webhook listening')
+          resolveListening()
+        }, rejectListening)
+        return
+      }
+      metrics.certificateReloads.inc()
+      // New handshakes use the new pair; connections already open keep theirs, so none fails.
+      ;(webhookApp?.server as HTTPSServer | undefined)?.setSecureContext(secureContextOptions(pair))
+      logger.info({ subject: pair.subject, notAfter: pair.notAfter }, 'serving certificate reloaded')
+    },
+    onError: (message) => {
+      metrics.certificateErrors.inc()
+      logger.warn({ error: message }, certificate.current === undefined ? 'waiting for the serving certificate' : 'new serving certificate not usable; keeping the current one')
+    },
+  })
+
+  let healthApp: FastifyInstance | undefined
+  if (options.healthPort !== undefined) {
+    healthApp = buildHealthApp({ logger, metrics, health })
+    await healthApp.listen({ host: options.host, port: options.healthPort })
+  }
+
+  const shutdown = async (reason: string): Promise<void> => {
+    if (shuttingDown) return
+    shuttingDown = true
+    logger.info({ reason, delayMs: options.shutdownDelayMs }, 'shutting down: no longer ready, draining')
+    await sleep(options.shutdownDelayMs)
+    const closing = webhookApp?.close() ?? Promise.resolve()
+    const timedOut = await Promise.race([closing.then(() => false), sleep(options.shutdownTimeoutMs).then(() => true)])
+    if (timedOut) logger.warn({ timeoutMs: options.shutdownTimeoutMs }, 'in-flight reviews did not finish in time')
+    certificate.stop()
+    policySource.stop()
+    await cache.stop()
+    await healthApp?.close()
+    logger.info('stopped')
+  }
+
+  return {
+    listening: listeningPromise,
+    webhookAddress: () => addressOf(webhookApp),
+    healthAddress: () => addressOf(healthApp),
+    readiness,
+    cache,
+    shutdown,
+  }
+}
