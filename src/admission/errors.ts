@@ -4,9 +4,9 @@
 export interface ErrorCode {
   readonly code: string
   /** HTTP status of the response and `status.code` inside the AdmissionReview. */
-  readonly status: 400 | 500
+  readonly status: 400 | 404 | 500
   /** metav1.StatusReason */
-  readonly reason: 'BadRequest' | 'InternalError'
+  readonly reason: 'BadRequest' | 'NotFound' | 'InternalError'
   readonly message: string
 }
 
@@ -20,6 +20,6 @@ export const errors = {
   invalidReview: userError('SCG_INVALID_REVIEW', 'the request is not an admission.k8s.io/v1 AdmissionReview'),
   unsupportedResource: userError('SCG_UNSUPPORTED_RESOURCE', 'servicecidr-guard only reviews networking.k8s.io ServiceCIDRs; check the webhook configuration rules'),
   badRequest: userError('SCG_BAD_REQUEST', 'the request could not be read'),
-  notFound: userError('SCG_NOT_FOUND', 'no such endpoint; AdmissionReviews go to POST /validate'),
+  notFound: { code: 'SCG_NOT_FOUND', status: 404, reason: 'NotFound', message: 'no such endpoint; AdmissionReviews go to POST /validate' },
   internal: { code: 'SCG_INTERNAL', status: 500, reason: 'InternalError', message: 'servicecidr-guard failed to review the request' },
 } as const satisfies Record<string, ErrorCode>

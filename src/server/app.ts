@@ -111,9 +111,13 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
     else logger.info(line, 'review')
   }
 
+  // AdmissionReviews are JSON (the apiserver sends application/json); nothing else is parsed.
+  app.removeContentTypeParser('text/plain')
+
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = edgeError(error)
-    const outcome = errorOutcome('', known, known === errors.internal ? '' : error.message)
+    // Our own message says what is wrong; fastify's adds only for errors we do not name.
+    const outcome = errorOutcome('', known, known === errors.badRequest ? error.message : '')
     if (known === errors.internal) logger.error({ err: error, url: request.url }, 'internal error')
     record(outcome, process.hrtime.bigint())
     return send(reply, outcome)

@@ -1,0 +1,240 @@
+// Contract tests of the HTTP edge with fastify.inject: the exact AdmissionReview JSON sent back.
+
+import t from 'tap'
+import { pino } from 'pino'
+import { createReviewer, type ClusterPort } from '../../../src/admission/reviewer.ts'
+import { parsePolicy } from '../../../src/config/policy.ts'
+import { ClusterState, toServiceCIDRRecord } from '../../../src/policy/state.ts'
+import type { Policy } from '../../../src/policy/types.ts'
+import { buildWebhookApp, type Readiness } from '../../../src/server/app.ts'
+import { Metrics } from '../../../src/server/metrics.ts'
+
+const gke = parsePolicy(`
+apiVersion: servicecidr-guard/v1alpha1
+kind: Policy
+spec:
+  allowedRanges: [34.118.224.0/20]
+  prefixLength: {ipv4: {min: 20, max: 28}}
+`, 'test')
+
+const silent = pino({ level: 'silent' })
+
+interface Harness {
+  state: ClusterState
+  app: ReturnType<typeof buildWebhookApp>
+  metrics: Metrics
+  setReady(ready: boolean): void
+}
+
+function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never } = {}): Harness {
+  const state = new ClusterState()
+  state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/28'] } })!)
+  const cluster: ClusterPort = {
+    view: () => (options.synced ?? true ? state : undefined),
+    reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) },
+  }
+  let ready = true
+  const metrics = new Metrics({ state, synced: () => true, relists: () => 0 }, { defaultMetrics: false })
+  const health = { readiness: (): Readiness => ({ ready, checks: { cache: { state: ready ? 'Synced' : 'Syncing' } } }) }
+  const reviewer = options.reviewer ?? createReviewer({ policy: () => policy, cluster })
+  const app = buildWebhookApp({ logger: silent, metrics, health, reviewer })
+  return { state, app, metrics, setReady: (value) => { ready = value } }
+}
+
+function review(operation: string, name: string, cidrs: string[] | undefined, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const object = cidrs === undefined ? null : { apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name }, spec: { cidrs } }
+  return {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: `uid-${name}`,
+      kind: { group: 'networking.k8s.io', version: 'v1', kind: 'ServiceCIDR' },
+      resource: { group: 'networking.k8s.io', version: 'v1', resource: 'servicecidrs' },
+      name,
+      operation,
+      userInfo: { username: 'alice', groups: ['system:authenticated'] },
+      object: operation === 'DELETE' ? null : object,
+      oldObject: operation === 'DELETE' ? object : null,
+      dryRun: false,
+      ...extra,
+    },
+  }
+}
+
+t.test('an admitted CREATE answers allowed with the uid', async (t) => {
+  const { app } = harness()
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'extra', ['34.118.224.0/24']) })
+  t.equal(response.statusCode, 200)
+  t.match(response.headers['content-type'], /^application\/json/)
+  t.same(response.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-extra', allowed: true } })
+})
+
+t.test('a denied CREATE is a 200 AdmissionReview with a 403 status, the causes and a suggestion', async (t) => {
+  const { app } = harness()
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'outside', ['10.100.0.0/24']) })
+  t.equal(response.statusCode, 200)
+  const message = 'ServiceCIDR "outside" is not allowed by the servicecidr-guard policy: spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20). 34.118.224.0/24 is free and the policy admits it.'
+  t.same(response.json(), {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: {
+      uid: 'uid-outside',
+      allowed: false,
+      status: {
+        code: 403,
+        reason: 'Forbidden',
+        message,
+        details: { causes: [{ reason: 'AllowedRanges', message: 'spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20)', field: 'spec.cidrs[0]' }] },
+      },
+      auditAnnotations: { 'servicecidr-guard.dev/violations': 'AllowedRanges: spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20)' },
+    },
+  })
+})
+
+t.test('Warn mode allows and returns admission warnings', async (t) => {
+  const { app } = harness({ ...gke, enforcement: 'Warn' })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'outside', ['10.100.0.0/24']) })
+  const body = response.json<{ response: { allowed: boolean, warnings: string[], status?: unknown } }>()
+  t.equal(body.response.allowed, true)
+  t.same(body.response.warnings, ['servicecidr-guard (Warn): spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20)'])
+  t.equal(body.response.status, undefined)
+})
+
+t.test('DELETE carries the object in oldObject', async (t) => {
+  const { app, state } = harness()
+  state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'extra' }, spec: { cidrs: ['34.118.224.0/24'] } })!)
+  state.upsertIPAddress({
+    name: '34.118.224.10', family: 'IPv4', value: 0x2276e00an, familyLabel: 'IPv4', managed: true,
+    parentRef: { group: '', resource: 'services', namespace: 'default', name: 'web' },
+  })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('DELETE', 'extra', ['34.118.224.0/24']) })
+  const body = response.json<{ response: { allowed: boolean, status: { message: string } } }>()
+  t.equal(body.response.allowed, false)
+  t.match(body.response.status.message, 'Service default/web (34.118.224.10)')
+})
+
+t.test('two overlapping CREATEs arriving together: only the first is admitted', async (t) => {
+  const { app } = harness()
+  const [first, second] = await Promise.all([
+    app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'a', ['34.118.224.0/24']) }),
+    app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'b', ['34.118.224.0/23']) }),
+  ])
+  t.equal(first.json<{ response: { allowed: boolean } }>().response.allowed, true)
+  const denied = second.json<{ response: { allowed: boolean, status: { message: string } } }>().response
+  t.equal(denied.allowed, false)
+  t.match(denied.status.message, 'overlaps ServiceCIDR "a" (34.118.224.0/24, admitted moments ago)')
+})
+
+t.test('a dry-run CREATE is decided but reserves nothing', async (t) => {
+  const { app } = harness()
+  const dry = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'a', ['34.118.224.0/24'], { dryRun: true }) })
+  t.equal(dry.json<{ response: { allowed: boolean } }>().response.allowed, true)
+  const real = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'b', ['34.118.224.0/24']) })
+  t.equal(real.json<{ response: { allowed: boolean } }>().response.allowed, true)
+})
+
+t.test('while the cache is not synced, CREATE fails closed but the apiserver default passes', async (t) => {
+  const { app } = harness(gke, { synced: false })
+  const create = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'a', ['34.118.224.0/24']) })
+  const denied = create.json<{ response: { allowed: boolean, status: { message: string } } }>().response
+  t.equal(denied.allowed, false)
+  t.match(denied.status.message, 'has not finished reading')
+  const apiserver = await app.inject({
+    method: 'POST',
+    url: '/validate',
+    payload: review('CREATE', 'kubernetes', ['10.96.0.0/28'], { userInfo: { username: 'system:apiserver', groups: ['system:masters'] } }),
+  })
+  t.same(apiserver.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-kubernetes', allowed: true } })
+})
+
+const errorReview = (uid: string, code: number, reason: string, message: string): unknown => ({
+  apiVersion: 'admission.k8s.io/v1',
+  kind: 'AdmissionReview',
+  response: { uid, allowed: false, status: { code, reason, message } },
+})
+
+t.test('bad input gets a 400 that is itself an AdmissionReview', async (t) => {
+  const cases: { name: string, headers?: Record<string, string>, payload: string | Buffer, uid?: string, message: string }[] = [
+    { name: 'empty body', headers: { 'content-type': 'application/json' }, payload: '', message: 'servicecidr-guard: the request body is empty; send an AdmissionReview as JSON [SCG_EMPTY_BODY]' },
+    { name: 'wrong content type', headers: { 'content-type': 'text/plain' }, payload: '{}', message: 'servicecidr-guard: the content type must be application/json [SCG_CONTENT_TYPE]' },
+    { name: 'malformed JSON', headers: { 'content-type': 'application/json' }, payload: '{"apiVersion": ', message: 'servicecidr-guard: the request body is not valid JSON' },
+    { name: 'not an AdmissionReview', headers: { 'content-type': 'application/json' }, payload: '{"kind":"Pod"}', message: "servicecidr-guard: the request is not an admission.k8s.io/v1 AdmissionReview ((top level) must have required property 'apiVersion') [SCG_INVALID_REVIEW]" },
+    { name: 'prototype poisoning', headers: { 'content-type': 'application/json' }, payload: '{"__proto__": {"allowed": true}}', message: 'servicecidr-guard: the request body is not valid JSON' },
+    {
+      name: 'a Pod review (misconfigured rules), uid echoed',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ ...review('CREATE', 'p', ['10.0.0.0/24']), request: { ...(review('CREATE', 'p', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Pod' } } }),
+      uid: 'uid-p',
+      message: 'servicecidr-guard: servicecidr-guard only reviews networking.k8s.io ServiceCIDRs; check the webhook configuration rules (got core/v1 Pod) [SCG_UNSUPPORTED_RESOURCE]',
+    },
+  ]
+  for (const testCase of cases) {
+    const { app } = harness()
+    const response = await app.inject({ method: 'POST', url: '/validate', payload: testCase.payload, ...(testCase.headers ? { headers: testCase.headers } : {}) })
+    t.equal(response.statusCode, 400, testCase.name)
+    const body = response.json<{ response: { uid: string, allowed: boolean, status: { code: number, reason: string, message: string } } }>()
+    t.equal(body.response.uid, testCase.uid ?? '', `${testCase.name}: uid`)
+    t.equal(body.response.allowed, false, `${testCase.name}: refused`)
+    t.equal(body.response.status.code, 400, `${testCase.name}: status code`)
+    t.equal(body.response.status.reason, 'BadRequest', `${testCase.name}: reason`)
+    t.match(body.response.status.message, testCase.message, `${testCase.name}: message`)
+  }
+})
+
+t.test('an oversized body is refused with 400, not read whole', async (t) => {
+  const { app } = harness()
+  const huge = JSON.stringify({ padding: 'x'.repeat(8 * 1024 * 1024) })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: huge, headers: { 'content-type': 'application/json' } })
+  t.equal(response.statusCode, 400)
+  t.same(response.json(), errorReview('', 400, 'BadRequest', 'servicecidr-guard: the request body is larger than 7 MiB, which no AdmissionReview of a ServiceCIDR needs [SCG_BODY_TOO_LARGE]'))
+})
+
+t.test('a 6 MiB AdmissionReview (within the limit) is reviewed', async (t) => {
+  const { app } = harness()
+  const big = review('CREATE', 'big', ['34.118.224.0/24'])
+  ;(big['request'] as Record<string, unknown>)['options'] = { padding: 'x'.repeat(6 * 1024 * 1024) }
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: big })
+  t.equal(response.statusCode, 200)
+  t.equal(response.json<{ response: { allowed: boolean } }>().response.allowed, true)
+})
+
+t.test('a failing reviewer answers 500 with the uid and the server keeps serving', async (t) => {
+  const { app } = harness(gke, { reviewer: () => { throw new TypeError('boom') } })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'x', ['34.118.224.0/24']) })
+  t.equal(response.statusCode, 500)
+  t.same(response.json(), errorReview('uid-x', 500, 'InternalError', 'servicecidr-guard: servicecidr-guard failed to review the request [SCG_INTERNAL]'))
+  const again = await app.inject({ method: 'GET', url: '/livez' })
+  t.equal(again.statusCode, 200)
+})
+
+t.test('unknown paths answer 404 as an AdmissionReview', async (t) => {
+  const { app } = harness()
+  const response = await app.inject({ method: 'GET', url: '/validate' })
+  t.equal(response.statusCode, 404)
+  t.same(response.json(), errorReview('', 404, 'NotFound', 'servicecidr-guard: no such endpoint; AdmissionReviews go to POST /validate [SCG_NOT_FOUND]'))
+})
+
+t.test('health and metrics', async (t) => {
+  const { app, setReady } = harness()
+  t.same((await app.inject({ method: 'GET', url: '/livez' })).json(), { status: 'ok' })
+  const ready = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(ready.statusCode, 200)
+  setReady(false)
+  const unready = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(unready.statusCode, 503)
+  t.same(unready.json(), { ready: false, checks: { cache: { state: 'Syncing' } } })
+
+  await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'ok', ['34.118.224.0/24']) })
+  await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'no', ['10.0.0.0/24']) })
+  await app.inject({ method: 'POST', url: '/validate', payload: '{', headers: { 'content-type': 'application/json' } })
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+  t.equal(metrics.statusCode, 200)
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="allowed"} 1')
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="denied"} 1')
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="UNKNOWN",outcome="error"} 1')
+  t.match(metrics.body, 'servicecidr_guard_review_errors_total{code="SCG_INVALID_JSON"} 1')
+  t.match(metrics.body, 'servicecidr_guard_decision_duration_seconds_count{operation="CREATE"} 2')
+  t.match(metrics.body, 'servicecidr_guard_cache_objects{resource="servicecidrs"} 1')
+  t.match(metrics.body, 'servicecidr_guard_servicecidr_usable_addresses{servicecidr="kubernetes",cidr="10.96.0.0/28"} 14')
+  t.match(metrics.body, 'servicecidr_guard_servicecidr_addresses_in_use{servicecidr="kubernetes",cidr="10.96.0.0/28"} 0')
+})
