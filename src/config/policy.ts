@@ -60,9 +60,11 @@ function describeSchemaError(error: ErrorObject): string {
   }
 }
 
-function parseRanges(field: string, texts: readonly string[] | undefined, problems: string[]): Prefix[] {
+function parseRanges(field: string, texts: unknown, problems: string[]): Prefix[] {
   const ranges: Prefix[] = []
-  texts?.forEach((text, index) => {
+  if (!Array.isArray(texts)) return ranges
+  texts.forEach((text: unknown, index) => {
+    if (typeof text !== 'string') return
     const parsed = parseCIDR(text)
     if (parsed.ok) ranges.push(parsed.value)
     else problems.push(`${field}[${index}]: "${text}" is not a canonical CIDR (${parsed.error})`)
@@ -78,26 +80,33 @@ function bounds(field: string, width: number, given: Partial<PrefixBounds> | und
   return { min, max }
 }
 
-/** Builds a Policy from a parsed document; throws PolicyError listing every problem. */
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+/**
+ * Builds a Policy from a parsed document; throws PolicyError listing every problem: the schema's,
+ * and the meaning of every field whose shape is right (so one run shows all there is to fix).
+ */
 export function policyFromObject(document: unknown, source: string): Policy {
-  if (!validateDocument(document)) {
-    throw new PolicyError(source, (validateDocument.errors ?? []).map(describeSchemaError))
-  }
-  const { spec } = document
-  const problems: string[] = []
+  const problems = validateDocument(document) ? [] : (validateDocument.errors ?? []).map(describeSchemaError)
+  const spec = isObject(document) && isObject(document['spec']) ? document['spec'] : {}
+  const allowedRanges = parseRanges('spec.allowedRanges', spec['allowedRanges'], problems)
+  const deniedRanges = parseRanges('spec.deniedRanges', spec['deniedRanges'], problems)
+  if (problems.length > 0) throw new PolicyError(source, problems)
+
+  const valid = (document as PolicyDocument).spec
   const policy: Policy = {
     // Absent: anywhere. Empty: nowhere (no new ServiceCIDR passes).
-    allowedRanges: spec.allowedRanges === undefined ? undefined : parseRanges('spec.allowedRanges', spec.allowedRanges, problems),
-    deniedRanges: parseRanges('spec.deniedRanges', spec.deniedRanges, problems),
-    overlap: spec.overlap ?? 'Deny',
+    allowedRanges: valid.allowedRanges === undefined ? undefined : allowedRanges,
+    deniedRanges,
+    overlap: valid.overlap ?? 'Deny',
     prefixLength: {
-      ...withDefined('IPv4', bounds('spec.prefixLength.ipv4', 32, spec.prefixLength?.ipv4, problems)),
-      ...withDefined('IPv6', bounds('spec.prefixLength.ipv6', 128, spec.prefixLength?.ipv6, problems)),
+      ...withDefined('IPv4', bounds('spec.prefixLength.ipv4', 32, valid.prefixLength?.ipv4, problems)),
+      ...withDefined('IPv6', bounds('spec.prefixLength.ipv6', 128, valid.prefixLength?.ipv6, problems)),
     },
-    deletion: { requireUnused: spec.deletion?.requireUnused ?? true },
-    protectedNames: spec.protectedNames ?? [],
-    exemptions: { usernames: spec.exemptions?.usernames ?? [], groups: spec.exemptions?.groups ?? [] },
-    enforcement: spec.enforcement ?? 'Deny',
+    deletion: { requireUnused: valid.deletion?.requireUnused ?? true },
+    protectedNames: valid.protectedNames ?? [],
+    exemptions: { usernames: valid.exemptions?.usernames ?? [], groups: valid.exemptions?.groups ?? [] },
+    enforcement: valid.enforcement ?? 'Deny',
   }
   if (problems.length > 0) throw new PolicyError(source, problems)
   return policy

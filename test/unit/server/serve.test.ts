@@ -1,0 +1,149 @@
+// The assembled server: policy hot reload (keeping the last good policy), the health listener, and
+// a graceful shutdown that lets an in-flight review finish.
+
+import t from 'tap'
+import { KubeConfig } from '@kubernetes/client-node'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { connect } from 'node:tls'
+import { pino } from 'pino'
+import { request } from 'undici'
+import { serve, type RunningServer } from '../../../src/server/serve.ts'
+
+const dir = mkdtempSync(join(tmpdir(), 'scg-serve-'))
+t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
+  '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt')], { stdio: 'ignore' })
+const ca = readFileSync(join(dir, 'tls.crt'), 'utf8')
+
+const kubeConfig = new KubeConfig()
+kubeConfig.loadFromOptions({
+  clusters: [{ name: 'none', server: 'https://127.0.0.1:9', skipTLSVerify: true }],
+  users: [{ name: 'none' }],
+  contexts: [{ name: 'none', cluster: 'none', user: 'none' }],
+  currentContext: 'none',
+})
+
+const policy = (enforcement: string): string => `apiVersion: servicecidr-guard/v1alpha1
+kind: Policy
+spec:
+  allowedRanges: [34.118.224.0/20]
+  enforcement: ${enforcement}
+`
+
+async function start(policyPath: string, shutdownDelayMs = 0): Promise<RunningServer> {
+  const running = await serve({
+    policyPath,
+    certPath: join(dir, 'tls.crt'),
+    keyPath: join(dir, 'tls.key'),
+    host: '127.0.0.1',
+    port: 0,
+    healthPort: 0,
+    kubeConfig,
+    logger: pino({ level: 'silent' }),
+    reloadIntervalMs: 50,
+    shutdownDelayMs,
+    shutdownTimeoutMs: 5000,
+    reservationMs: 30_000,
+    staleAfterMs: 30_000,
+  })
+  await running.listening
+  return running
+}
+
+/** A CREATE outside the allowed ranges. The cache has no apiserver, so only state-free rules decide. */
+const createOutside = JSON.stringify({
+  apiVersion: 'admission.k8s.io/v1',
+  kind: 'AdmissionReview',
+  request: {
+    uid: 'u1',
+    kind: { group: 'networking.k8s.io', version: 'v1', kind: 'ServiceCIDR' },
+    name: 'outside',
+    operation: 'CREATE',
+    userInfo: { username: 'alice' },
+    object: { metadata: { name: 'outside' }, spec: { cidrs: ['10.100.0.0/24'] } },
+  },
+})
+
+async function post(port: number): Promise<{ allowed: boolean, warnings?: string[], status?: { message: string } }> {
+  const response = await request(`https://127.0.0.1:${port}/validate`, {
+    method: 'POST',
+    body: createOutside,
+    headers: { 'content-type': 'application/json' },
+    dispatcher: new (await import('undici')).Agent({ connect: { ca, servername: 'localhost' } }),
+  })
+  return ((await response.body.json()) as { response: { allowed: boolean } }).response
+}
+
+const wait = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
+
+t.test('a refused policy file leaves the last good policy in force, and says so', async (t) => {
+  const policyPath = join(dir, 'policy.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  const running = await start(policyPath)
+  t.teardown(() => running.shutdown('test'))
+  const port = running.webhookAddress()!.port
+  const health = running.healthAddress()!.port
+
+  t.equal((await post(port)).allowed, false, 'Deny: refused')
+
+  writeFileSync(policyPath, policy('Sometimes'))
+  await wait(300)
+  t.match(running.readiness().checks, { policy: { valid: false, lastError: /spec.enforcement: must be one of "Deny", "Warn", "Audit"/ } })
+  t.equal((await post(port)).allowed, false, 'still Deny after a bad file')
+  const metrics = await (await request(`http://127.0.0.1:${health}/metrics`)).body.text()
+  t.match(metrics, 'servicecidr_guard_policy_valid 0')
+  t.match(metrics, 'servicecidr_guard_policy_reload_errors_total 1')
+
+  writeFileSync(policyPath, policy('Warn'))
+  await wait(300)
+  t.match(running.readiness().checks, { policy: { valid: true } })
+  const warned = await post(port)
+  t.equal(warned.allowed, true, 'Warn: allowed')
+  t.match(warned.warnings, [/outside the allowed IPv4 ranges/])
+  const after = await (await request(`http://127.0.0.1:${health}/metrics`)).body.text()
+  t.match(after, 'servicecidr_guard_policy_valid 1')
+  t.match(after, 'servicecidr_guard_policy_reloads_total 1')
+})
+
+t.test('an invalid policy at start is refused with every problem', async (t) => {
+  const policyPath = join(dir, 'bad.yaml')
+  writeFileSync(policyPath, 'apiVersion: servicecidr-guard/v1alpha1\nkind: Policy\nspec:\n  allowedRanges: [10.0.0.1/24]\n  overlap: Sometimes\n')
+  await t.rejects(start(policyPath), /spec.overlap: must be one of[\s\S]*spec.allowedRanges\[0\]: "10.0.0.1\/24" is not a canonical CIDR/)
+})
+
+t.test('health listener: live at once, not ready without a synced cache', async (t) => {
+  const policyPath = join(dir, 'policy2.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  const running = await start(policyPath)
+  t.teardown(() => running.shutdown('test'))
+  const health = running.healthAddress()!.port
+  t.equal((await request(`http://127.0.0.1:${health}/livez`)).statusCode, 200)
+  const ready = await request(`http://127.0.0.1:${health}/readyz`)
+  t.equal(ready.statusCode, 503)
+  t.match(await ready.body.json(), { ready: false, checks: { certificate: { loaded: true }, webhook: { listening: true }, cache: { state: /Discovering|Syncing/ } } })
+})
+
+t.test('shutdown lets an in-flight review finish', async (t) => {
+  const policyPath = join(dir, 'policy3.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  const running = await start(policyPath, 100)
+  const port = running.webhookAddress()!.port
+  const socket = connect({ host: '127.0.0.1', port, ca, servername: 'localhost' })
+  await new Promise((resolve) => socket.once('secureConnect', resolve))
+  let response = ''
+  socket.on('data', (chunk: Buffer) => { response += chunk.toString() })
+  const half = Math.floor(createOutside.length / 2)
+  socket.write(`POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(createOutside)}\r\n\r\n${createOutside.slice(0, half)}`)
+  await wait(50)
+  const stopped = running.shutdown('SIGTERM')
+  await wait(50)
+  t.equal(running.readiness().ready, false, 'not ready while draining')
+  socket.write(createOutside.slice(half))
+  await stopped
+  await new Promise((resolve) => { if (socket.closed) resolve(undefined); else socket.once('close', resolve) })
+  t.match(response, /^HTTP\/1.1 200 OK/, 'the in-flight review was answered')
+  t.match(response, /"uid":"u1","allowed":false/)
+})
