@@ -141,14 +141,19 @@ trap on_exit EXIT
 
 # launch COMPONENT ARGV...: record the command line, start it, wait until it is usable.
 launch() {
-  local c=$1
+  local c=$1 t
   shift
   save_command "$c" "$@"
   log "starting $c"
+  t=$(date +%s.%N)
   start_component "$c"
   started+=("$c")
   wait_ready "$c"
+  log "$c ready in $(since "$t")s"
 }
+
+# since T0: seconds elapsed since T0 (from date +%s.%N), one decimal.
+since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }'; }
 
 # --- Binaries ----------------------------------------------------------------------------------------
 bin_dir=$("$here/build-control-plane.sh" "$KUBE_VERSION")
@@ -368,5 +373,5 @@ if [[ $WEBHOOK == 1 ]]; then
 fi
 
 trap - EXIT
-log "up in $(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, ServiceCIDR $SERVICE_CIDR, webhook $([[ $WEBHOOK == 1 ]] && echo "https://127.0.0.1:$WEBHOOK_PORT/validate" || echo off)"
+log "up in $(since "$t0")s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, ServiceCIDR $SERVICE_CIDR, webhook $([[ $WEBHOOK == 1 ]] && echo "https://127.0.0.1:$WEBHOOK_PORT/validate" || echo off)"
 usage_hint

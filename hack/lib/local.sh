@@ -92,7 +92,11 @@ start_component() {
 stop_component() {
   local c=$1 pid grace=${STOP_GRACE_SECONDS:-20}
   if ! pid=$(component_pid "$c"); then
-    rm -f "$LOCAL_DIR/pids/$c"
+    if [[ -f $LOCAL_DIR/pids/$c ]]; then
+      read -r pid _ <"$LOCAL_DIR/pids/$c"
+      log "pid $pid is no longer our $c (it exited, or the PID was reused); leaving it alone"
+      rm -f "$LOCAL_DIR/pids/$c"
+    fi
     return 0
   fi
   log "stopping $c (pid $pid)"
