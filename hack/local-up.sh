@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# Starts a local control plane built from source (etcd, kube-apiserver, kube-controller-manager) on
+# 127.0.0.1, then servicecidr-guard as a local process, and registers it as a validating webhook.
+# No containers and no network beyond loopback: the apiserver calls the webhook by URL.
+#
+#   hack/local-up.sh                          everything, Kubernetes $DEFAULT_KUBE_VERSION
+#   WEBHOOK=0 hack/local-up.sh                the control plane only
+#   KUBE_VERSION=v1.34.4 hack/local-up.sh     another Kubernetes (built and cached on first use)
+#
+# Variables (all optional):
+#   KUBE_VERSION         Kubernetes version (default: DEFAULT_KUBE_VERSION in hack/versions.env)
+#   SERVICE_CIDR         --service-cluster-ip-range, becomes the default ServiceCIDR "kubernetes"
+#                        (default 10.96.0.0/28: 14 usable addresses, as in the GKE walkthrough)
+#   ENABLE_BETA          1 serves networking.k8s.io/v1beta1 (default 1 on 1.31-1.36; impossible on 1.37+)
+#   WEBHOOK              1 starts and registers servicecidr-guard (default), 0 skips it
+#   POLICY               policy file for the webhook (default config/policies/gke-beta.yaml)
+#   WEBHOOK_MANIFESTS    kustomize directory or manifest file holding the ValidatingWebhookConfiguration
+#                        (default config/webhook)
+#   WEBHOOK_MAIN         built entry point to run (default dist/main.js)
+#   WEBHOOK_BUILD        1 runs `npm run build` first (default), 0 uses dist/ as it is
+#   LOCAL_DIR            state directory (default .local/ in the repository)
+#   ETCD_CLIENT_PORT, ETCD_PEER_PORT, APISERVER_PORT, WEBHOOK_PORT, WEBHOOK_HEALTH_PORT
+#                        defaults 22379, 22380, 26443, 29443, 29080: below the Linux ephemeral range
+#                        (32768+) so outgoing connections never hold them, and off the usual 2379/6443
+#                        so a real cluster on the same machine does not clash
+#
+# Writes $LOCAL_DIR/env and $LOCAL_DIR/kubeconfig. Stop with hack/local-down.sh; restart one component
+# with hack/local-ctl.sh.
+set -euo pipefail
+
+log_prefix=local-up
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib/local.sh
+source "$here/lib/local.sh"
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+# Remember which settings the caller chose explicitly: only those are compared with a running plane.
+declare -A requested=()
+for v in KUBE_VERSION SERVICE_CIDR WEBHOOK; do [[ -z ${!v+x} ]] || requested[$v]=${!v}; done
+
+KUBE_VERSION=${KUBE_VERSION:-$DEFAULT_KUBE_VERSION}
+SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/28}
+WEBHOOK=${WEBHOOK:-1}
+POLICY=${POLICY:-$repo_root/config/policies/gke-beta.yaml}
+WEBHOOK_MANIFESTS=${WEBHOOK_MANIFESTS:-$repo_root/config/webhook}
+WEBHOOK_MAIN=${WEBHOOK_MAIN:-$repo_root/dist/main.js}
+WEBHOOK_BUILD=${WEBHOOK_BUILD:-1}
+ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT:-22379}
+ETCD_PEER_PORT=${ETCD_PEER_PORT:-22380}
+APISERVER_PORT=${APISERVER_PORT:-26443}
+WEBHOOK_PORT=${WEBHOOK_PORT:-29443}
+WEBHOOK_HEALTH_PORT=${WEBHOOK_HEALTH_PORT:-29080}
+
+usage_hint() {
+  cat >&2 <<EOF
+
+  export KUBECONFIG=$LOCAL_DIR/kubeconfig
+  alias kubectl=$KUBECTL        # the kubectl built for $KUBE_VERSION
+  kubectl get servicecidrs
+
+  state and logs: $LOCAL_DIR (logs/*.log, env)
+  restart one part: hack/local-ctl.sh restart apiserver|controller-manager|webhook
+  stop:             hack/local-down.sh   (KEEP_STATE=1 keeps $LOCAL_DIR)
+EOF
+}
+
+# --- Already up? -------------------------------------------------------------------------------------
+if compgen -G "$LOCAL_DIR/pids/*" >/dev/null; then
+  load_env
+  running=() stopped=()
+  for c in "${components[@]}"; do
+    [[ -f $LOCAL_DIR/pids/$c ]] || continue
+    if component_pid "$c" >/dev/null; then running+=("$c"); else stopped+=("$c"); fi
+  done
+  ((${#stopped[@]} == 0)) ||
+    die "partly up: ${stopped[*]} stopped (running: ${running[*]:-none}). Start them with hack/local-ctl.sh start COMPONENT, or reset with hack/local-down.sh"
+  # load_env has set KUBE_VERSION, SERVICE_CIDR and WEBHOOK to the running values.
+  for v in "${!requested[@]}"; do
+    [[ ${requested[$v]} == "${!v}" ]] ||
+      die "already up with $v=${!v}, not ${requested[$v]}; run hack/local-down.sh first"
+  done
+  apiserver_ready || die "processes are running but kube-apiserver is not ready; see $LOCAL_DIR/logs/kube-apiserver.log"
+  log "already up (${running[*]}): Kubernetes $KUBE_VERSION, ServiceCIDR $SERVICE_CIDR"
+  usage_hint
+  exit 0
+fi
+
+# --- Checks before touching anything -----------------------------------------------------------------
+[[ $KUBE_VERSION =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "KUBE_VERSION must look like v1.37.2, got '$KUBE_VERSION'"
+minor=${BASH_REMATCH[1]}
+# ServiceCIDR is beta (v1beta1, behind MultiCIDRServiceAllocator) from 1.31, GA (v1) from 1.33, and
+# v1beta1 is removed in 1.37 (KUBERNETES-NOTES.md).
+((minor >= 31)) || die "ServiceCIDR needs Kubernetes 1.31 or later (v1beta1); $KUBE_VERSION is older"
+if ((minor <= 32)); then
+  ENABLE_BETA=${ENABLE_BETA:-1}
+  [[ $ENABLE_BETA == 1 ]] || die "Kubernetes 1.$minor serves ServiceCIDR only as v1beta1; ENABLE_BETA=0 leaves nothing to test"
+elif ((minor <= 36)); then
+  ENABLE_BETA=${ENABLE_BETA:-1}
+else
+  ENABLE_BETA=${ENABLE_BETA:-0}
+  [[ $ENABLE_BETA == 0 ]] || die "networking.k8s.io/v1beta1 is removed in Kubernetes 1.37; use KUBE_VERSION=$BETA_KUBE_VERSION for it"
+fi
+
+ports=("$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT")
+[[ $WEBHOOK == 1 ]] && ports+=("$WEBHOOK_PORT" "$WEBHOOK_HEALTH_PORT")
+for p in "${ports[@]}"; do
+  [[ -z $(ss -Hltn "sport = :$p") ]] || die "port $p is already in use on this machine; choose others (see the port variables at the top of $0)"
+done
+
+if [[ $WEBHOOK == 1 ]]; then
+  node=$repo_root/node_modules/.bin/node
+  [[ -x $node ]] || die "$node not found: run npm ci (the webhook runs on npm's Node 24, not the system node)"
+  [[ $("$node" --version) == v24.* ]] || die "$node is $("$node" --version), expected Node 24"
+  [[ -f $POLICY ]] || die "policy file $POLICY not found (set POLICY=...)"
+  [[ -e $WEBHOOK_MANIFESTS ]] ||
+    die "$WEBHOOK_MANIFESTS not found: the ValidatingWebhookConfiguration comes from config/webhook (set WEBHOOK_MANIFESTS=DIR|FILE, or WEBHOOK=0 for the control plane only)"
+fi
+
+# A fresh state directory every time, so no run inherits another's certificates or etcd data. Only a
+# directory that we created (it holds the marker) is ever wiped.
+if [[ -d $LOCAL_DIR && ! -f $marker && -n $(ls -A "$LOCAL_DIR") ]]; then
+  die "$LOCAL_DIR exists, is not empty and was not made by local-up; refusing to wipe it (set LOCAL_DIR)"
+fi
+rm -rf "$LOCAL_DIR"
+mkdir -p "$LOCAL_DIR"/{pki,etcd,apiserver,cmd,pids,logs}
+touch "$marker"
+t0=$(date +%s.%N)
+
+# On any failure: stop exactly what this run started, keep the logs for reading.
+started=()
+on_exit() {
+  local rc=$?
+  ((rc == 0)) && return
+  log "failed; stopping what was started (${started[*]:-nothing})"
+  for ((i = ${#started[@]} - 1; i >= 0; i--)); do stop_component "${started[i]}"; done
+  log "logs kept in $LOCAL_DIR/logs; hack/local-down.sh removes $LOCAL_DIR"
+}
+trap on_exit EXIT
+
+# launch COMPONENT ARGV...: record the command line, start it, wait until it is usable.
+launch() {
+  local c=$1 t
+  shift
+  save_command "$c" "$@"
+  log "starting $c"
+  t=$(date +%s.%N)
+  start_component "$c"
+  started+=("$c")
+  wait_ready "$c"
+  log "$c ready in $(since "$t")s"
+}
+
+# since T0: seconds elapsed since T0 (from date +%s.%N), one decimal.
+since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }'; }
+
+# --- Binaries ----------------------------------------------------------------------------------------
+bin_dir=$("$here/build-control-plane.sh" "$KUBE_VERSION")
+KUBECTL=$bin_dir/kubectl
+ETCD_VERSION=$(sed -n 's/.*etcd=\([^ ]*\).*/\1/p' "$bin_dir/VERSION")
+
+# --- Certificates ------------------------------------------------------------------------------------
+# Two CAs: the cluster CA signs the apiserver's serving cert and every client cert; the webhook CA signs
+# only the webhook's serving cert and is what the apiserver trusts through caBundle, as with cert-manager.
+pki=$LOCAL_DIR/pki
+umask 077
+
+# new_key FILE: an ECDSA P-256 key; small, fast, accepted by Go and Node alike.
+new_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+
+# new_ca NAME CN: a self-signed CA, NAME.crt and NAME.key.
+new_ca() {
+  new_key "$pki/$1.key"
+  openssl req -new -key "$pki/$1.key" -subj "/CN=$2" |
+    openssl x509 -req -signkey "$pki/$1.key" -days 365 -out "$pki/$1.crt" -extfile <(
+      echo "basicConstraints=critical,CA:TRUE"
+      echo "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
+      echo "subjectKeyIdentifier=hash"
+    ) 2>/dev/null
+}
+
+# new_cert NAME CA SUBJECT serverAuth|clientAuth [SAN]: NAME.crt and NAME.key signed by CA.
+new_cert() {
+  local name=$1 ca=$2 subject=$3 usage=$4 san=${5:-}
+  new_key "$pki/$name.key"
+  openssl req -new -key "$pki/$name.key" -subj "$subject" |
+    openssl x509 -req -CA "$pki/$ca.crt" -CAkey "$pki/$ca.key" -set_serial "0x$(openssl rand -hex 16)" \
+      -days 365 -out "$pki/$name.crt" -extfile <(
+        echo "basicConstraints=critical,CA:FALSE"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        echo "extendedKeyUsage=$usage"
+        echo "authorityKeyIdentifier=keyid"
+        [[ -z $san ]] || echo "subjectAltName=$san"
+      ) 2>/dev/null
+}
+
+log "generating certificates in $pki"
+new_ca ca "servicecidr-guard local cluster CA"
+new_cert apiserver ca "/CN=kube-apiserver" serverAuth "IP:127.0.0.1,DNS:localhost"
+new_cert admin ca "/O=system:masters/CN=admin" clientAuth
+# kube-controller-manager runs as itself; with --use-service-account-credentials each controller then
+# acts as its own service account (service-cidrs-controller), as in a kubeadm cluster, so the webhook
+# sees the finalizer patches from the same user it would see in production.
+new_cert controller-manager ca "/CN=system:kube-controller-manager" clientAuth
+new_ca webhook-ca "servicecidr-guard local webhook CA"
+new_cert webhook webhook-ca "/CN=servicecidr-guard-webhook.servicecidr-guard-system.svc" serverAuth \
+  "IP:127.0.0.1,DNS:localhost,DNS:servicecidr-guard-webhook.servicecidr-guard-system.svc"
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$pki/service-account.key" 2>/dev/null
+openssl pkey -in "$pki/service-account.key" -pubout -out "$pki/service-account.pub"
+umask 022
+
+# write_kubeconfig FILE USER: embeds the certificates so the file can be copied anywhere.
+write_kubeconfig() {
+  local k=("$KUBECTL" config --kubeconfig "$1")
+  "${k[@]}" set-cluster local --server "https://127.0.0.1:$APISERVER_PORT" \
+    --certificate-authority "$pki/ca.crt" --embed-certs >/dev/null
+  "${k[@]}" set-credentials "$2" --client-certificate "$pki/$2.crt" --client-key "$pki/$2.key" --embed-certs >/dev/null
+  "${k[@]}" set-context local --cluster local --user "$2" >/dev/null
+  "${k[@]}" use-context local >/dev/null
+  chmod 600 "$1"
+}
+write_kubeconfig "$LOCAL_DIR/kubeconfig" admin
+write_kubeconfig "$LOCAL_DIR/controller-manager.kubeconfig" controller-manager
+
+# env is written before the components start: local-ctl.sh and the wait helpers read it.
+# env_var NAME VALUE: one line of $LOCAL_DIR/env. %q quotes only what a shell would need quoted, and an
+# empty value is left bare, so the e2e suite can read the file with a simple KEY=value parser.
+env_var() { if [[ -n $2 ]]; then printf '%s=%q\n' "$1" "$2"; else printf '%s=\n' "$1"; fi; }
+
+write_env() {
+  {
+    env_var KUBECONFIG "$LOCAL_DIR/kubeconfig"
+    env_var KUBECTL "$KUBECTL"
+    env_var BIN_DIR "$bin_dir"
+    env_var KUBE_VERSION "$KUBE_VERSION"
+    env_var ETCD_VERSION "$ETCD_VERSION"
+    env_var SERVICE_CIDR "$SERVICE_CIDR"
+    env_var ENABLE_BETA "$ENABLE_BETA"
+    env_var WEBHOOK "$WEBHOOK"
+    env_var LOCAL_DIR "$LOCAL_DIR"
+    env_var ETCD_CLIENT_PORT "$ETCD_CLIENT_PORT"
+    env_var ETCD_PEER_PORT "$ETCD_PEER_PORT"
+    env_var APISERVER_PORT "$APISERVER_PORT"
+    env_var APISERVER_URL "https://127.0.0.1:$APISERVER_PORT"
+    env_var CA_CERT "$pki/ca.crt"
+    env_var WEBHOOK_PORT "$WEBHOOK_PORT"
+    env_var WEBHOOK_HEALTH_PORT "$WEBHOOK_HEALTH_PORT"
+    env_var WEBHOOK_URL "https://127.0.0.1:$WEBHOOK_PORT/validate"
+    env_var WEBHOOK_CA_CERT "$pki/webhook-ca.crt"
+    env_var WEBHOOK_CONFIGURATIONS "${webhook_configurations:-}"
+    local c pid
+    for c in "${components[@]}"; do
+      pid=''
+      [[ -f $LOCAL_DIR/pids/$c ]] && read -r pid _ <"$LOCAL_DIR/pids/$c"
+      env_var "$(tr a-z- A-Z_ <<<"$c")_PID" "$pid"
+    done
+  } >"$LOCAL_DIR/env"
+}
+write_env
+
+# --- Version-dependent flags, checked against the binaries -------------------------------------------
+apiserver_version_flags=() controller_manager_version_flags=()
+if ((minor <= 32)); then
+  # Beta and off by default on 1.31/1.32; locked on from 1.34 and removed by 1.37, so never passed there.
+  for b in kube-apiserver kube-controller-manager; do
+    [[ $("$bin_dir/$b" --help 2>&1) == *MultiCIDRServiceAllocator=* ]] ||
+      die "$b $KUBE_VERSION does not list the MultiCIDRServiceAllocator feature gate"
+  done
+  apiserver_version_flags+=(--feature-gates=MultiCIDRServiceAllocator=true)
+  controller_manager_version_flags+=(--feature-gates=MultiCIDRServiceAllocator=true)
+fi
+if [[ $ENABLE_BETA == 1 ]]; then
+  apiserver_version_flags+=(--runtime-config=networking.k8s.io/v1beta1=true)
+fi
+
+# --- etcd --------------------------------------------------------------------------------------------
+# The data is thrown away with the directory, so fsync buys nothing and costs seconds per start.
+launch etcd "$bin_dir/etcd" \
+  --name=local \
+  --data-dir="$LOCAL_DIR/etcd" \
+  --listen-client-urls="http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --advertise-client-urls="http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster="local=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --unsafe-no-fsync
+
+# --- kube-apiserver ----------------------------------------------------------------------------------
+# envtest's flags (KUBERNETES-NOTES.md). --advertise-address: without it start-up looks for a default
+# route and fails on a machine that has none. --endpoint-reconciler-type=none: no kube-proxy or
+# kubelet here, nothing would use the endpoints. ServiceAccount admission is off because no
+# controller creates the default service accounts it would require.
+# --shutdown-watch-termination-grace-period: only with a positive value does the apiserver end open
+# watches when it shuts down (k8s.io/apiserver filters.WithWatchTerminationDuringShutdown); without it
+# the watches of kube-controller-manager and the webhook hold a SIGTERM for the whole 60 s
+# shutdown timeout, and every apiserver restart in the e2e suite would cost a minute.
+launch kube-apiserver "$bin_dir/kube-apiserver" \
+  --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --advertise-address=127.0.0.1 \
+  --bind-address=127.0.0.1 \
+  --secure-port="$APISERVER_PORT" \
+  --cert-dir="$LOCAL_DIR/apiserver" \
+  --tls-cert-file="$pki/apiserver.crt" \
+  --tls-private-key-file="$pki/apiserver.key" \
+  --client-ca-file="$pki/ca.crt" \
+  --authorization-mode=RBAC \
+  --service-account-issuer="https://127.0.0.1:$APISERVER_PORT" \
+  --service-account-key-file="$pki/service-account.pub" \
+  --service-account-signing-key-file="$pki/service-account.key" \
+  --service-cluster-ip-range="$SERVICE_CIDR" \
+  --disable-admission-plugins=ServiceAccount \
+  --endpoint-reconciler-type=none \
+  --shutdown-watch-termination-grace-period=5s \
+  "${apiserver_version_flags[@]}"
+write_env
+
+# --- kube-controller-manager -------------------------------------------------------------------------
+# Only the controller that finalizes and deletes ServiceCIDRs. --secure-port=0: nothing scrapes it, and
+# it then needs no serving certificate or delegated authn/authz.
+launch kube-controller-manager "$bin_dir/kube-controller-manager" \
+  --kubeconfig="$LOCAL_DIR/controller-manager.kubeconfig" \
+  --controllers=service-cidr-controller \
+  --use-service-account-credentials=true \
+  --leader-elect=false \
+  --secure-port=0 \
+  "${controller_manager_version_flags[@]}"
+wait_until kube-controller-manager 60 "the ServiceCIDR finalizer on 'kubernetes'" controller_manager_working
+write_env
+
+# --- servicecidr-guard -------------------------------------------------------------------------------
+if [[ $WEBHOOK == 1 ]]; then
+  if [[ $WEBHOOK_BUILD == 1 ]]; then
+    log "npm run build"
+    (cd "$repo_root" && npm run --silent build) >"$LOCAL_DIR/logs/build.log" 2>&1 ||
+      { LOG_TAIL_LINES=30 tail_log build; die "npm run build failed"; }
+  fi
+  [[ -f $WEBHOOK_MAIN ]] || die "$WEBHOOK_MAIN not found after the build"
+
+  # The webhook reads the cluster with the admin kubeconfig.
+  launch webhook "$node" "$WEBHOOK_MAIN" serve \
+    --policy "$POLICY" \
+    --tls-cert "$pki/webhook.crt" \
+    --tls-key "$pki/webhook.key" \
+    --host 127.0.0.1 \
+    --port "$WEBHOOK_PORT" \
+    --health-port "$WEBHOOK_HEALTH_PORT" \
+    --kubeconfig "$LOCAL_DIR/kubeconfig"
+
+  # Register it from the real manifests, rewritten for a local process: the apiserver reaches the webhook
+  # by URL (a `service:` reference needs kube-proxy), and trusts our webhook CA directly instead of a
+  # caBundle injected by cert-manager.
+  log "registering the webhook from $WEBHOOK_MANIFESTS"
+  if [[ -d $WEBHOOK_MANIFESTS ]]; then
+    "$KUBECTL" kustomize "$WEBHOOK_MANIFESTS" >"$LOCAL_DIR/webhook-manifests.yaml"
+  else
+    cp "$WEBHOOK_MANIFESTS" "$LOCAL_DIR/webhook-manifests.yaml"
+  fi
+  # A client-side dry run turns multi-document YAML into a stream of JSON objects (it needs the
+  # apiserver only for discovery); jq --slurp reads them all at once.
+  "$KUBECTL" --kubeconfig "$LOCAL_DIR/kubeconfig" create --dry-run=client -o json \
+    -f "$LOCAL_DIR/webhook-manifests.yaml" |
+    jq --slurp --arg url "https://127.0.0.1:$WEBHOOK_PORT/validate" --arg ca "$(base64 -w0 <"$pki/webhook-ca.crt")" '
+      [.[] | if .kind == "List" then .items[] else . end | select(.kind == "ValidatingWebhookConfiguration")]
+      | if length == 0 then error("no ValidatingWebhookConfiguration in the manifests") else . end
+      | map(del(.metadata.annotations["cert-manager.io/inject-ca-from"])
+            | if .metadata.annotations == {} then del(.metadata.annotations) else . end
+            | .webhooks |= map(.clientConfig = {url: $url, caBundle: $ca}))
+      | {apiVersion: "v1", kind: "List", items: .}' >"$LOCAL_DIR/webhook-configuration.json"
+  "$KUBECTL" --kubeconfig "$LOCAL_DIR/kubeconfig" apply -f "$LOCAL_DIR/webhook-configuration.json" >&2
+  webhook_configurations=$(jq -r '[.items[].metadata.name] | join(",")' "$LOCAL_DIR/webhook-configuration.json")
+  write_env
+fi
+
+trap - EXIT
+log "up in $(since "$t0")s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, ServiceCIDR $SERVICE_CIDR, webhook $([[ $WEBHOOK == 1 ]] && echo "https://127.0.0.1:$WEBHOOK_PORT/validate" || echo off)"
+usage_hint
