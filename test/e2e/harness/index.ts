@@ -1,0 +1,114 @@
+// Picks the harness for E2E_TARGET (local, kind; unset: local when .local/env exists) and adds what
+// every target shares: the baseline policy, and a metrics snapshot before anything that resets a
+// component's counters, so the summary covers the whole run.
+
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { repoRoot, snapshotsDir } from '../lib/paths.ts'
+import { KindHarness } from './kind.ts'
+import { LocalHarness, localDir } from './local.ts'
+import type { Harness } from './types.ts'
+
+export type { Harness, WebhookReadiness } from './types.ts'
+
+/** The policy the specs are written against (config/policies/gke-beta.yaml unless E2E_POLICY). */
+export const baselinePolicyPath = process.env['E2E_POLICY'] ?? join(repoRoot, 'config/policies/gke-beta.yaml')
+
+export function baselinePolicy(): string {
+  return readFileSync(baselinePolicyPath, 'utf8')
+}
+
+export interface E2EHarness extends Harness {
+  /** Puts the baseline policy back in force (nothing to do when it already is). */
+  resetPolicy(): Promise<void>
+  /** Saves the current metrics of apiserver and webhook for the summary. */
+  snapshotMetrics(reason: string): Promise<void>
+}
+
+function save(kind: string, reason: string, texts: readonly string[]): void {
+  mkdirSync(snapshotsDir, { recursive: true })
+  texts.forEach((text, index) => {
+    writeFileSync(join(snapshotsDir, `${kind}-${String(Date.now())}-${String(process.pid)}-${String(index)}-${reason}.prom`), text)
+  })
+}
+
+/** Delegates to the target's harness, snapshotting metrics before each reset of a component. */
+class SharedActions implements E2EHarness {
+  private readonly inner: Harness
+
+  constructor(inner: Harness) {
+    this.inner = inner
+  }
+
+  get name(): Harness['name'] {
+    return this.inner.name
+  }
+
+  get kubeconfigPath(): string {
+    return this.inner.kubeconfigPath
+  }
+
+  get kubectl(): string {
+    return this.inner.kubectl
+  }
+
+  get cluster(): Harness['cluster'] {
+    return this.inner.cluster
+  }
+
+  async snapshotMetrics(reason: string): Promise<void> {
+    save('apiserver', reason, [await this.inner.cluster.metrics()])
+    save('webhook', reason, await this.inner.webhookMetrics())
+  }
+
+  async restartApiserver(): Promise<void> {
+    save('apiserver', 'before-apiserver-restart', [await this.inner.cluster.metrics()])
+    await this.inner.restartApiserver()
+  }
+
+  async stopWebhook(): Promise<void> {
+    save('webhook', 'before-webhook-stop', await this.inner.webhookMetrics())
+    await this.inner.stopWebhook()
+  }
+
+  startWebhook(): Promise<void> {
+    return this.inner.startWebhook()
+  }
+
+  async setPolicy(yaml: string): Promise<void> {
+    // The kind harness restarts the webhook Pods to change the policy, which resets their metrics.
+    if (this.inner.name === 'kind') save('webhook', 'before-policy-rollout', await this.inner.webhookMetrics())
+    await this.inner.setPolicy(yaml)
+  }
+
+  resetPolicy(): Promise<void> {
+    return this.setPolicy(baselinePolicy())
+  }
+
+  webhookReadiness(): ReturnType<Harness['webhookReadiness']> {
+    return this.inner.webhookReadiness()
+  }
+
+  webhookMetrics(): Promise<string[]> {
+    return this.inner.webhookMetrics()
+  }
+
+  describe(): Record<string, string> {
+    return this.inner.describe()
+  }
+}
+
+export function target(): 'local' | 'kind' {
+  const chosen = process.env['E2E_TARGET']
+  if (chosen === 'local' || chosen === 'kind') return chosen
+  if (chosen !== undefined && chosen !== '') throw new Error(`E2E_TARGET must be local or kind, not "${chosen}"`)
+  if (existsSync(join(localDir(repoRoot), 'env'))) return 'local'
+  throw new Error(`no cluster to test: ${join(localDir(repoRoot), 'env')} does not exist (run hack/local-up.sh, or hack/e2e-local.sh), and E2E_TARGET is not set (kind: hack/e2e-kind.sh)`)
+}
+
+let opened: E2EHarness | undefined
+
+export function openHarness(): E2EHarness {
+  opened ??= new SharedActions(target() === 'kind' ? new KindHarness() : new LocalHarness(repoRoot))
+  return opened
+}

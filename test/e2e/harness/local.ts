@@ -1,0 +1,125 @@
+// The local control plane of hack/local-up.sh: processes on 127.0.0.1 described by $LOCAL_DIR/env,
+// controlled with hack/local-ctl.sh (which reuses each component's recorded command line).
+
+import { execFile } from 'node:child_process'
+import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs'
+import { dirname, join, relative } from 'node:path'
+import { promisify } from 'node:util'
+import { readEnvFile } from '../lib/env-file.ts'
+import { Cluster } from '../lib/kube.ts'
+import { poll } from '../lib/wait.ts'
+import { httpGet } from './http.ts'
+import type { Harness, WebhookReadiness } from './types.ts'
+
+const run = promisify(execFile)
+
+export function localDir(repoRoot: string): string {
+  return process.env['LOCAL_DIR'] ?? join(repoRoot, '.local')
+}
+
+export class LocalHarness implements Harness {
+  readonly name = 'local'
+  readonly kubeconfigPath: string
+  readonly kubectl: string
+  readonly cluster: Cluster
+  private readonly env: Record<string, string>
+  private readonly repoRoot: string
+  private readonly dir: string
+
+  constructor(repoRoot: string) {
+    this.repoRoot = repoRoot
+    this.dir = localDir(repoRoot)
+    this.env = readEnvFile(join(this.dir, 'env'))
+    this.kubeconfigPath = this.need('KUBECONFIG')
+    this.kubectl = this.need('KUBECTL')
+    this.cluster = Cluster.fromFile(this.kubeconfigPath)
+  }
+
+  private need(key: string): string {
+    const value = this.env[key]
+    if (!value) throw new Error(`${key} is missing from ${join(this.dir, 'env')}`)
+    return value
+  }
+
+  private get healthURL(): string {
+    return `http://127.0.0.1:${this.need('WEBHOOK_HEALTH_PORT')}`
+  }
+
+  private async ctl(action: 'stop' | 'start' | 'restart', component: string): Promise<void> {
+    try {
+      await run(join(this.repoRoot, 'hack/local-ctl.sh'), [action, component], { env: { ...process.env, LOCAL_DIR: this.dir }, timeout: 180_000 })
+    } catch (error) {
+      const { stderr } = error as { stderr?: string }
+      throw new Error(`hack/local-ctl.sh ${action} ${component} failed: ${stderr ?? String(error)}`, { cause: error })
+    }
+  }
+
+  async stopWebhook(): Promise<void> {
+    await this.ctl('stop', 'webhook')
+  }
+
+  async startWebhook(): Promise<void> {
+    await this.ctl('start', 'webhook')
+  }
+
+  async restartApiserver(): Promise<void> {
+    await this.ctl('restart', 'apiserver')
+    await this.cluster.waitApiserverReady()
+  }
+
+  /** The --policy argument the webhook was started with, from its recorded command line. */
+  policyPath(): string {
+    const argv = readFileSync(join(this.dir, 'cmd/webhook'), 'utf8').split('\0')
+    const at = argv.indexOf('--policy')
+    const path = at >= 0 ? argv[at + 1] : undefined
+    if (path === undefined) throw new Error(`no --policy in ${join(this.dir, 'cmd/webhook')}`)
+    return path
+  }
+
+  /** A file git tracks is never rewritten: an interrupted spec would leave the repository changed. */
+  private async refuseTracked(path: string): Promise<void> {
+    const real = realpathSync(path)
+    const inRepo = relative(realpathSync(this.repoRoot), real)
+    if (inRepo.startsWith('..')) return
+    const tracked = await run('git', ['-C', this.repoRoot, 'ls-files', '--error-unmatch', inRepo]).then(() => true, () => false)
+    if (tracked) {
+      throw new Error(
+        `the webhook was started with the policy file ${path}, which git tracks; the suite rewrites the policy in force, ` +
+          'so start the control plane with a copy: hack/e2e-local.sh does, or POLICY=/tmp/policy.yaml hack/local-up.sh',
+      )
+    }
+  }
+
+  async setPolicy(yaml: string): Promise<void> {
+    const path = this.policyPath()
+    if (readFileSync(path, 'utf8') === yaml) return
+    await this.refuseTracked(path)
+    const [before] = await this.webhookReadiness()
+    const loadedAt = before?.body.checks?.policy?.loadedAt
+    // Write then rename, so the webhook (which re-reads the file every 2 s) never reads half a file.
+    const temporary = join(dirname(path), `.policy-${process.pid}.tmp`)
+    writeFileSync(temporary, yaml)
+    renameSync(temporary, path)
+    await poll(`the webhook to load the new policy (loadedAt was ${loadedAt ?? 'unknown'})`, async () => {
+      const [now] = await this.webhookReadiness()
+      const policy = now?.body.checks?.policy
+      if (policy?.lastError !== undefined) throw new Error(`the webhook refused the policy: ${policy.lastError}`)
+      return policy?.loadedAt !== undefined && policy.loadedAt !== loadedAt && policy.valid === true
+    }, { timeoutMs: 20_000 })
+  }
+
+  async webhookReadiness(): Promise<WebhookReadiness[]> {
+    const response = await httpGet(`${this.healthURL}/readyz`)
+    return [{ status: response.status, body: JSON.parse(response.text) as WebhookReadiness['body'] }]
+  }
+
+  async webhookMetrics(): Promise<string[]> {
+    const response = await httpGet(`${this.healthURL}/metrics`)
+    if (response.status !== 200) throw new Error(`GET ${this.healthURL}/metrics: HTTP ${response.status}`)
+    return [response.text]
+  }
+
+  describe(): Record<string, string> {
+    return { target: 'local', kubeVersion: this.env['KUBE_VERSION'] ?? '', etcdVersion: this.env['ETCD_VERSION'] ?? '', serviceCIDR: this.env['SERVICE_CIDR'] ?? '', policy: this.policyPath() }
+  }
+}

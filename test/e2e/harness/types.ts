@@ -1,0 +1,39 @@
+// What the specs need from a cluster beyond its API: the few actions that differ between a local
+// control plane (processes on this machine) and a kind cluster (Pods and static Pods).
+
+import type { Cluster } from '../lib/kube.ts'
+
+export interface WebhookReadiness {
+  readonly status: number
+  /** The webhook's /readyz document: { ready, checks: { cache: { state }, policy: { loadedAt } ... } } */
+  readonly body: {
+    readonly ready?: boolean
+    readonly checks?: {
+      readonly cache?: { readonly state?: string, readonly relists?: number, readonly servicecidrs?: number, readonly ipaddresses?: number }
+      readonly policy?: { readonly loadedAt?: string, readonly valid?: boolean, readonly lastError?: string }
+    }
+  }
+}
+
+export interface Harness {
+  readonly name: 'local' | 'kind'
+  /** Where the kubeconfig is, for tools run as child processes (kubectl, the audit command). */
+  readonly kubeconfigPath: string
+  /** A kubectl matching the cluster's version where there is one. */
+  readonly kubectl: string
+  readonly cluster: Cluster
+  /** Takes the webhook away (process stopped / Deployment scaled to 0); returns once it is gone. */
+  stopWebhook(): Promise<void>
+  /** Brings the webhook back; returns once it reports ready. */
+  startWebhook(): Promise<void>
+  /** Restarts kube-apiserver; returns once its /readyz answers 200 again. */
+  restartApiserver(): Promise<void>
+  /** Puts a policy (YAML text) in force; returns once the webhook has loaded it. */
+  setPolicy(yaml: string): Promise<void>
+  /** The /readyz of each webhook instance. */
+  webhookReadiness(): Promise<WebhookReadiness[]>
+  /** The Prometheus text of each webhook instance. */
+  webhookMetrics(): Promise<string[]>
+  /** What the summary should say about the target (versions, names). */
+  describe(): Record<string, string>
+}
