@@ -142,7 +142,16 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     logger.info({ reason, delayMs: options.shutdownDelayMs }, 'shutting down: no longer ready, draining')
     await sleep(options.shutdownDelayMs)
     const closing = webhookApp?.close() ?? Promise.resolve()
-    const timedOut = await Promise.race([closing.then(() => false), sleep(options.shutdownTimeoutMs).then(() => true)])
+    // The deadline's timer is cleared once the reviews are done: left running, it would keep the
+    // process alive for the whole shutdown timeout after everything else has stopped.
+    let deadline: NodeJS.Timeout | undefined
+    const timedOut = await Promise.race([
+      closing.then(() => false),
+      new Promise<boolean>((resolve) => {
+        deadline = setTimeout(() => { resolve(true) }, options.shutdownTimeoutMs)
+      }),
+    ])
+    clearTimeout(deadline)
     if (timedOut) logger.warn({ timeoutMs: options.shutdownTimeoutMs }, 'in-flight reviews did not finish in time')
     certificate.stop()
     policySource.stop()

@@ -3,7 +3,7 @@
 
 import t from 'tap'
 import { KubeConfig } from '@kubernetes/client-node'
-import { execFileSync } from 'node:child_process'
+import { execFile, execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -146,4 +146,30 @@ t.test('shutdown lets an in-flight review finish', async (t) => {
   await new Promise((resolve) => { if (socket.closed) resolve(undefined); else socket.once('close', resolve) })
   t.match(response, /^HTTP\/1.1 200 OK/, 'the in-flight review was answered')
   t.match(response, /"uid":"u1","allowed":false/)
+})
+
+t.test('after shutdown nothing of the server keeps the process alive', async (t) => {
+  const policyPath = join(dir, 'policy4.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  // A process that starts a server with a long shutdown timeout, shuts it down and then has nothing
+  // left to do: it must exit at once, not when the unused timeout would have expired.
+  const script = `
+    import { KubeConfig } from '@kubernetes/client-node'
+    import { pino } from 'pino'
+    import { serve } from ${JSON.stringify(join(import.meta.dirname, '../../../src/server/serve.ts'))}
+    const kubeConfig = new KubeConfig()
+    kubeConfig.loadFromOptions(${JSON.stringify({ clusters: [{ name: 'none', server: 'https://127.0.0.1:9', skipTLSVerify: true }], users: [{ name: 'none' }], contexts: [{ name: 'none', cluster: 'none', user: 'none' }], currentContext: 'none' })})
+    const running = await serve({ policyPath: ${JSON.stringify(policyPath)}, certPath: ${JSON.stringify(join(dir, 'tls.crt'))}, keyPath: ${JSON.stringify(join(dir, 'tls.key'))},
+      host: '127.0.0.1', port: 0, healthPort: 0, kubeConfig, logger: pino({ level: 'silent' }), reloadIntervalMs: 50,
+      shutdownDelayMs: 0, shutdownTimeoutMs: 60_000, reservationMs: 30_000, staleAfterMs: 30_000 })
+    await running.listening
+    await running.shutdown('test')
+  `
+  const started = Date.now()
+  const error = await new Promise<Error | null>((resolve) => {
+    execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: join(import.meta.dirname, '../../..'), timeout: 30_000 }, resolve)
+  })
+  t.error(error, 'the process ran and exited by itself')
+  const seconds = (Date.now() - started) / 1000
+  t.ok(seconds < 15, `the process exited ${seconds.toFixed(1)} s after starting, well before the 60 s shutdown timeout`)
 })
