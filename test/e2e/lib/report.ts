@@ -81,6 +81,7 @@ export class SpecFile {
     if (required().includes(requirement)) {
       await this.spec(name, (t) => {
         t.fail(`E2E_REQUIRE includes ${requirement}, but this run cannot cover it: ${reason}`)
+        t.end()
       })
       return
     }
