@@ -237,8 +237,21 @@ export function prefixContainsAddress(prefix: Prefix, address: Address): boolean
   return address.value >= range.first && address.value <= range.last
 }
 
-/** How many addresses the prefix can allocate (see allocatableRange); 0 for an IPv4 /31 or /32. */
-export function allocatableSize(prefix: Prefix): bigint {
-  const range = allocatableRange(prefix)
-  return range.last >= range.first ? range.last - range.first + 1n : 0n
+/** The largest uint64, where the allocator's count saturates. */
+const maxUint64 = (1n << 64n) - 1n
+
+/**
+ * How many addresses a prefix of `bits` can allocate, as `hostsPerNetwork` in kubernetes
+ * pkg/registry/core/service/ipallocator/ipallocator.go counts them: 2^n - 1 for IPv6 and 2^n - 2
+ * for IPv4 (n host bits; 0 for an IPv4 /31 or /32), saturated at 2^64 - 1 because the allocator
+ * counts in a uint64.
+ */
+export function hostsPerNetwork(family: Family, bits: number): bigint {
+  const hostBits = familyWidth(family) - bits
+  if (hostBits >= 64) return maxUint64
+  const size = (1n << BigInt(hostBits)) - (family === 'IPv4' ? 2n : 1n)
+  return size > 0n ? size : 0n
 }
+
+/** How many addresses the prefix can allocate (see hostsPerNetwork). */
+export const allocatableSize = (prefix: Prefix): bigint => hostsPerNetwork(prefix.family, prefix.bits)
