@@ -55,8 +55,11 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
   for (const prefix of target.cidrs) {
     const own = allocatableRange(prefix)
     if (own.last < own.first) continue
-    const coveredByOthers = others.flatMap((other) =>
-      other.cidrs.filter((cidr) => overlaps(cidr, prefix)).map((cidr) => ({ ...allocatableRange(cidr) })))
+    // An IPv4 /31 or /32 and an IPv6 /128 allocate nothing, so they cover nothing; left in, a /32's
+    // empty range (last = first - 2) would step the cursor in gaps() back by one.
+    const coveredByOthers = others
+      .flatMap((other) => other.cidrs.filter((cidr) => overlaps(cidr, prefix)).map((cidr) => ({ ...allocatableRange(cidr) })))
+      .filter((range) => range.first <= range.last)
     const addresses = view.addressesBetween(prefix.family, own.first, own.last)
     for (const gap of gaps({ ...own }, coveredByOthers)) {
       const inGap = addresses.countBetween(gap.first, gap.last)
