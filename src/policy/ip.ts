@@ -209,6 +209,13 @@ export function parseCIDR(text: string): Parsed<Prefix> {
   return { ok: true, value: { family: address.family, bits, first: address.value, last: address.value | hostMask, text } }
 }
 
+/** parseCIDR for texts written in the source, like netip.MustParsePrefix: throws if the text is not a canonical CIDR. */
+export function mustParseCIDR(text: string): Prefix {
+  const parsed = parseCIDR(text)
+  if (!parsed.ok) throw new Error(`${JSON.stringify(text)} ${parsed.error}`)
+  return parsed.value
+}
+
 /** Builds a prefix from its network address; `first` must have no host bits. */
 export function makePrefix(family: Family, first: bigint, bits: number): Prefix {
   const hostMask = (1n << BigInt(familyWidth(family) - bits)) - 1n

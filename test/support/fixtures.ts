@@ -1,7 +1,7 @@
 // Builders for the unit tests: the same functions production uses to turn Kubernetes objects into
 // records, so that a test reads like the objects it stands for.
 
-import { parseCIDR, type Prefix } from '../../src/policy/ip.ts'
+import { mustParseCIDR } from '../../src/policy/ip.ts'
 import { ClusterState, familyLabel, managedByLabel, toIPAddressRecord, toServiceCIDRRecord } from '../../src/policy/state.ts'
 import {
   managedByAllocator,
@@ -14,11 +14,7 @@ import {
 } from '../../src/policy/types.ts'
 
 /** A canonical CIDR; throws on anything else, so that a typo in a table fails loudly. */
-export function prefix(text: string): Prefix {
-  const parsed = parseCIDR(text)
-  if (!parsed.ok) throw new Error(`test fixture ${text}: ${parsed.error}`)
-  return parsed.value
-}
+export const prefix = mustParseCIDR
 
 /** Like makeServiceCIDR in kubernetes' servicecidrs_controller_test.go. */
 export function serviceCIDR(name: string, ...cidrs: string[]): ServiceCIDRRecord {

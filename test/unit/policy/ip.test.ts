@@ -7,6 +7,7 @@ import {
   formatAddress,
   hostsPerNetwork,
   makePrefix,
+  mustParseCIDR,
   overlaps,
   parseAddress,
   parseCIDR,
@@ -136,6 +137,12 @@ void t.test('parseCIDR returns the prefix it read', (t) => {
   for (const tc of cases) {
     t.same(parseCIDR(tc.in), { ok: true, value: { family: tc.family, bits: tc.bits, first: tc.first, last: tc.last, text: tc.in } }, tc.in)
   }
+  t.end()
+})
+
+void t.test('mustParseCIDR returns the prefix or throws, like netip.MustParsePrefix', (t) => {
+  t.same(mustParseCIDR('10.96.0.0/12'), { family: 'IPv4', bits: 12, first: 0x0a600000n, last: 0x0a6fffffn, text: '10.96.0.0/12' })
+  t.throws(() => mustParseCIDR('10.96.0.1/12'), { message: '"10.96.0.1/12" must not have bits set beyond the prefix length' })
   t.end()
 })
 
