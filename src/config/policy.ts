@@ -60,9 +60,17 @@ function describeSchemaError(error: ErrorObject): string {
   }
 }
 
-function parseRanges(field: string, texts: readonly string[] | undefined, problems: string[]): Prefix[] {
+const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
+
+// The checks of meaning read the document as it is, schema-valid or not, and skip what has the
+// wrong shape (the schema reports that), so that one run lists every problem there is to fix.
+
+function parseRanges(field: string, texts: unknown, problems: string[]): Prefix[] {
   const ranges: Prefix[] = []
-  texts?.forEach((text, index) => {
+  if (!Array.isArray(texts)) return ranges
+  texts.forEach((text: unknown, index) => {
+    if (typeof text !== 'string') return
     const parsed = parseCIDR(text)
     if (parsed.ok) ranges.push(parsed.value)
     else problems.push(`${field}[${index}]: "${text}" is not a canonical CIDR (${parsed.error})`)
@@ -70,37 +78,38 @@ function parseRanges(field: string, texts: readonly string[] | undefined, proble
   return ranges
 }
 
-function bounds(field: string, width: number, given: Partial<PrefixBounds> | undefined, problems: string[]): PrefixBounds | undefined {
-  if (given === undefined) return undefined
-  const min = given.min ?? 0
-  const max = given.max ?? width
+function bounds(field: string, width: number, given: unknown, problems: string[]): PrefixBounds | undefined {
+  if (!isObject(given)) return undefined
+  const min = typeof given['min'] === 'number' ? given['min'] : 0
+  const max = typeof given['max'] === 'number' ? given['max'] : width
   if (min > max) problems.push(`${field}: min /${min} is longer than max /${max}`)
   return { min, max }
 }
 
-/** Builds a Policy from a parsed document; throws PolicyError listing every problem. */
+/** Builds a Policy from a parsed document; throws PolicyError listing every problem, of shape and of meaning. */
 export function policyFromObject(document: unknown, source: string): Policy {
-  if (!validateDocument(document)) {
-    throw new PolicyError(source, (validateDocument.errors ?? []).map(describeSchemaError))
-  }
-  const { spec } = document
-  const problems: string[] = []
-  const policy: Policy = {
+  const valid = validateDocument(document)
+  const problems = valid ? [] : (validateDocument.errors ?? []).map(describeSchemaError)
+  const spec = isObject(document) && isObject(document['spec']) ? document['spec'] : {}
+  const prefixLength = isObject(spec['prefixLength']) ? spec['prefixLength'] : {}
+  const allowedRanges = parseRanges('spec.allowedRanges', spec['allowedRanges'], problems)
+  const deniedRanges = parseRanges('spec.deniedRanges', spec['deniedRanges'], problems)
+  const ipv4 = bounds('spec.prefixLength.ipv4', 32, prefixLength['ipv4'], problems)
+  const ipv6 = bounds('spec.prefixLength.ipv6', 128, prefixLength['ipv6'], problems)
+  if (!valid || problems.length > 0) throw new PolicyError(source, problems)
+
+  const given = document.spec
+  return {
     // Absent: anywhere. Empty: nowhere (no new ServiceCIDR passes).
-    allowedRanges: spec.allowedRanges === undefined ? undefined : parseRanges('spec.allowedRanges', spec.allowedRanges, problems),
-    deniedRanges: parseRanges('spec.deniedRanges', spec.deniedRanges, problems),
-    overlap: spec.overlap ?? 'Deny',
-    prefixLength: {
-      ...withDefined('IPv4', bounds('spec.prefixLength.ipv4', 32, spec.prefixLength?.ipv4, problems)),
-      ...withDefined('IPv6', bounds('spec.prefixLength.ipv6', 128, spec.prefixLength?.ipv6, problems)),
-    },
-    deletion: { requireUnused: spec.deletion?.requireUnused ?? true },
-    protectedNames: spec.protectedNames ?? [],
-    exemptions: { usernames: spec.exemptions?.usernames ?? [], groups: spec.exemptions?.groups ?? [] },
-    enforcement: spec.enforcement ?? 'Deny',
+    allowedRanges: given.allowedRanges === undefined ? undefined : allowedRanges,
+    deniedRanges,
+    overlap: given.overlap ?? 'Deny',
+    prefixLength: { ...withDefined('IPv4', ipv4), ...withDefined('IPv6', ipv6) },
+    deletion: { requireUnused: given.deletion?.requireUnused ?? true },
+    protectedNames: given.protectedNames ?? [],
+    exemptions: { usernames: given.exemptions?.usernames ?? [], groups: given.exemptions?.groups ?? [] },
+    enforcement: given.enforcement ?? 'Deny',
   }
-  if (problems.length > 0) throw new PolicyError(source, problems)
-  return policy
 }
 
 function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
