@@ -120,7 +120,8 @@ function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in
 export function parsePolicy(text: string, source: string): Policy {
   const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true })
   if (document.errors.length > 0) {
-    throw new PolicyError(source, document.errors.map((error) => error.message.split('\n')[0] ?? error.message))
+    // prettyErrors writes "<what> at line L, column C:" and then an excerpt of the file.
+    throw new PolicyError(source, document.errors.map((error) => error.message.replace(/:?\n[\s\S]*$/, '')))
   }
   return policyFromObject(document.toJS(), source)
 }
