@@ -1,29 +1,24 @@
 // Finding a free range: the first CIDR of a given size that the policy would admit.
 
-import { familyWidth, makePrefix, parseCIDR, type Family, type Prefix } from './ip.ts'
+import { familyWidth, hostsPerNetwork, makePrefix, mustParseCIDR, type Family, type Prefix } from './ip.ts'
 import type { ClusterView, Policy, PrefixBounds } from './types.ts'
 
 /**
  * Where to look when the policy sets no allowedRanges: the private ranges (RFC 1918 and the IPv6
  * unique local block, RFC 4193), never public space the cluster does not own.
  */
-const privateRanges: readonly Prefix[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fd00::/8'].map((text) => {
-  const parsed = parseCIDR(text)
-  if (!parsed.ok) throw new Error(`bad built-in range ${text}`)
-  return parsed.value
-})
+const privateRanges: readonly Prefix[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fd00::/8'].map(mustParseCIDR)
 
 /**
- * The longest prefix whose allocatable addresses (hostsPerNetwork in kubernetes
- * pkg/registry/core/service/ipallocator: 2^n - 2 for IPv4, 2^n - 1 for IPv6) hold `size`, widened
- * to the policy's maximum prefix length if that is shorter. Undefined if none fits the bounds.
+ * The longest prefix whose allocatable addresses (hostsPerNetwork) hold `size`, widened to the
+ * policy's maximum prefix length if that is shorter. Undefined if none fits the bounds, or if no
+ * prefix holds that many (hostsPerNetwork saturates at 2^64 - 1, an IPv6 /64; the allocator refuses
+ * shorter IPv6 prefixes anyway).
  */
 export function prefixLengthFor(family: Family, size: bigint, bounds: PrefixBounds | undefined): number | undefined {
-  const width = familyWidth(family)
-  const reserved = family === 'IPv4' ? 2n : 1n
-  let bits = width
-  while (bits > 0 && (1n << BigInt(width - bits)) - reserved < size) bits--
-  if ((1n << BigInt(width - bits)) - reserved < size) return undefined
+  let bits = familyWidth(family)
+  while (bits > 0 && hostsPerNetwork(family, bits) < size) bits--
+  if (hostsPerNetwork(family, bits) < size) return undefined
   if (bounds === undefined) return bits
   if (bits > bounds.max) bits = bounds.max
   return bits < bounds.min ? undefined : bits

@@ -87,10 +87,6 @@ class AddressIndex {
   private readonly values: bigint[] = []
   private readonly records: IPAddressRecord[] = []
 
-  get size(): number {
-    return this.records.length
-  }
-
   /** First index whose value is >= value. */
   private lowerBound(value: bigint, from = 0, to = this.values.length): number {
     let lo = from

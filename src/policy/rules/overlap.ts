@@ -18,7 +18,7 @@ function describe(record: ServiceCIDRRecord, prefix: Prefix, pending: boolean): 
  */
 export const overlap: AdmitRule = {
   name: 'Overlap',
-  needsState: true,
+  needsState: (policy) => policy.overlap !== 'Allow',
   check({ policy, name, checked }, view) {
     if (policy.overlap === 'Allow') return []
     const others = [
