@@ -12,8 +12,8 @@
 // Upstream scans every IPAddress of the family; the view answers range counts from a sorted index
 // instead, so the cost does not grow with the number of addresses.
 
-import { allocatableRange, containsPrefix, overlaps, type Prefix } from './ip.ts'
-import type { ClusterView, IPAddressRecord, ServiceCIDRRecord } from './types.ts'
+import { allocatableRange, type Prefix } from './ip.ts'
+import type { ClusterView, IPAddressRecord, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
 
 export interface Orphans {
   /** How many IPAddresses only this ServiceCIDR contains. */
@@ -41,12 +41,12 @@ function gaps(range: Interval, covered: readonly Interval[]): Interval[] {
   return result
 }
 
-const hasParent = (others: readonly ServiceCIDRRecord[], prefix: Prefix): boolean =>
-  others.some((other) => other.cidrs.some((cidr) => containsPrefix(cidr, prefix)))
-
 export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, sampleSize = 5): Orphans {
-  const others = [...view.serviceCIDRs()].filter((other) => other.name !== target.name)
-  if (target.cidrs.every((prefix) => hasParent(others, prefix))) return { count: 0, sample: [] }
+  const others = (prefix: Prefix): readonly PlacedCIDR[] =>
+    view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== target.name)
+  // An overlapping block with an equal or shorter prefix contains the whole CIDR.
+  const hasParent = (prefix: Prefix): boolean => others(prefix).some((entry) => entry.prefix.bits <= prefix.bits)
+  if (target.cidrs.every(hasParent)) return { count: 0, sample: [] }
 
   let count = 0
   const sample: IPAddressRecord[] = []
@@ -55,8 +55,8 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
     if (own.last < own.first) continue
     // What the other ServiceCIDRs cover of this range, clipped to it. An IPv4 /31 or /32 and an
     // IPv6 /128 allocate nothing, so they cover nothing: their ranges are empty (last < first).
-    const covered = others
-      .flatMap((other) => other.cidrs.filter((cidr) => overlaps(cidr, prefix)).map(allocatableRange))
+    const covered = others(prefix)
+      .map((entry) => allocatableRange(entry.prefix))
       .map((range) => ({ first: range.first > own.first ? range.first : own.first, last: range.last < own.last ? range.last : own.last }))
       .filter((range) => range.first <= range.last)
     const addresses = view.addressesBetween(prefix.family, own.first, own.last)

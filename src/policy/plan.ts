@@ -29,7 +29,26 @@ interface Interval {
   readonly last: bigint
 }
 
-function firstAlignedBlock(space: Prefix, obstacles: readonly Interval[], bits: number): Prefix | undefined {
+const byFirst = (a: Interval, b: Interval): number => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
+
+/** Two lists sorted by first address, walked as one. */
+function* merged(a: readonly Interval[], b: readonly Interval[]): Generator<Interval> {
+  let i = 0
+  let j = 0
+  while (i < a.length || j < b.length) {
+    const left = a[i]
+    const right = b[j]
+    if (right === undefined || (left !== undefined && left.first <= right.first)) {
+      i++
+      yield left as Interval
+    } else {
+      j++
+      yield right
+    }
+  }
+}
+
+function firstAlignedBlock(space: Prefix, obstacles: Iterable<Interval>, bits: number): Prefix | undefined {
   const blockSize = 1n << BigInt(familyWidth(space.family) - bits)
   const align = (value: bigint): bigint => ((value + blockSize - 1n) / blockSize) * blockSize
   let candidate = align(space.first)
@@ -49,16 +68,14 @@ function firstAlignedBlock(space: Prefix, obstacles: readonly Interval[], bits: 
 export function findFreePrefix(policy: Policy, view: ClusterView, family: Family, bits: number): Prefix | undefined {
   const bounds = policy.prefixLength[family]
   if (bits > familyWidth(family) || (bounds !== undefined && (bits < bounds.min || bits > bounds.max))) return undefined
-  const taken: Prefix[] = [...policy.deniedRanges]
-  for (const records of [view.serviceCIDRs(), view.pendingServiceCIDRs()]) {
-    for (const record of records) taken.push(...record.cidrs)
-  }
-  const obstacles = taken
+  // The existing ServiceCIDRs come sorted from the view; the few others are sorted here.
+  const existing = view.cidrsInOrder(family).map((entry) => entry.prefix)
+  const others = [...policy.deniedRanges, ...[...view.pendingServiceCIDRs()].flatMap((record) => record.cidrs)]
     .filter((prefix) => prefix.family === family)
-    .sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))
+    .sort(byFirst)
   for (const space of policy.allowedRanges ?? privateRanges) {
     if (space.family !== family || space.bits > bits) continue
-    const found = firstAlignedBlock(space, obstacles, bits)
+    const found = firstAlignedBlock(space, merged(existing, others), bits)
     if (found !== undefined) return found
   }
   return undefined
