@@ -19,7 +19,8 @@
 #     Deployment volume, DNS names, every namespaced object in servicecidr-guard-system
 #   - overlays: the policy ConfigMap is mounted and loads with the server's own policy parser;
 #     gke and kind ship config/policies/gke-beta.yaml; kind uses servicecidr-guard:e2e, never pulled
-# PrometheusRule expressions are checked with promtool when PROMTOOL is set or promtool is on PATH.
+# With promtool (PROMTOOL, or on PATH; make promtool builds it), the PrometheusRule is checked
+# (promtool check rules) and unit-tested (config/prometheus/rules_test.yaml).
 #
 # Environment: KUBECTL (default: hack/find-kubectl.sh), NODE (default: the repository's Node 24),
 # OUT (keep the built manifests there).
@@ -94,7 +95,8 @@ paths[compose/gke+external-issuer]=$(compose external-issuer \
   '        value: {group: cert-manager.io, kind: ClusterIssuer, name: my-ca}')
 targets+=(compose/gke+prometheus compose/gke+external-issuer)
 
-# Common jq definitions. $all: every built object.
+# Common jq definitions, applied to the array of built objects.
+# shellcheck disable=SC2016 # jq variables, not shell ones
 defs='
   def objs($kind): map(select(.kind == $kind));
   def one($kind): objs($kind) | if length == 1 then .[0] else error("expected one \($kind), found \(length)") end;
@@ -249,8 +251,15 @@ for target in "${targets[@]}"; do
         else
           log "$target: promtool check rules: $(tr '\n' ' ' < "$work/promtool.out")"
         fi
+        # config/prometheus/rules_test.yaml reads rules.json from its own directory.
+        cp config/prometheus/rules_test.yaml "$work/rules_test.yaml"
+        if ! (cd "$work" && "$promtool" test rules rules_test.yaml) > "$work/promtool.out" 2>&1; then
+          fail "$target" "promtool test rules (config/prometheus/rules_test.yaml): $(cat "$work/promtool.out")"
+        else
+          log "$target: promtool test rules: $(tr '\n' ' ' < "$work/promtool.out")"
+        fi
       else
-        log "$target: promtool not found (set PROMTOOL): PromQL syntax not checked"
+        log "$target: promtool not found (make promtool, or set PROMTOOL): PrometheusRule not checked"
       fi
       ;;
     compose/gke+external-issuer)
