@@ -50,8 +50,8 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: install
-install: ## Install the dependencies exactly as locked (npm ci).
-	npm ci
+install: ## Everything `make test` needs: missing Debian packages, npm ci, the control plane for KUBE_VERSION (cached).
+	KUBE_VERSION=$(KUBE_VERSION) hack/install-deps.sh
 
 .PHONY: build
 build: ## Compile TypeScript into dist/.
@@ -66,8 +66,9 @@ lint: ## Lint with eslint.
 	npm run lint
 
 .PHONY: test
-test: ## The suite CI runs: type check, lint and unit tests (npm test).
+test: ## The suite CI runs: type check, lint, unit tests, then the e2e suite on a local control plane.
 	npm test
+	$(MAKE) e2e-local
 
 .PHONY: test-unit
 test-unit: ## Unit tests only.
