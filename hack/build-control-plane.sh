@@ -56,7 +56,7 @@ cmds=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller
 (
   cd "$work"
   log "go get (module downloads: about 1 GiB on a cold cache)"
-  go get "${cmds[@]/%/@$version}" >&2
+  go get "${cmds[@]/%/@$version}" >"$work/go-get.log" 2>&1 || { tail -n 40 "$work/go-get.log" >&2; exit 1; }
   log "go build ${cmds[*]##*/} (a cold build takes 10-25 minutes on 2 cores)"
   CGO_ENABLED=0 go build -trimpath -tags=selinux,notest -ldflags "$ldflags" -o "$out.partial/" "${cmds[@]}"
 )
@@ -75,7 +75,7 @@ log "building etcd $etcd_version"
     # etcd's server module replaces its sibling modules with local paths; use the published ones.
     sed -n 's|^[[:space:]]*\(go\.etcd\.io/etcd/[a-z0-9/]*\) => \.\./.*$|replace \1 => \1 '"$etcd_version"'|p' "$etcd_mod"
   } > go.mod
-  go get "go.etcd.io/etcd/server/v3@$etcd_version" >&2
+  go get "go.etcd.io/etcd/server/v3@$etcd_version" >"$work/go-get-etcd.log" 2>&1 || { tail -n 40 "$work/go-get-etcd.log" >&2; exit 1; }
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out.partial/etcd" go.etcd.io/etcd/server/v3
 )
 

@@ -60,6 +60,12 @@ function describeSchemaError(error: ErrorObject): string {
   }
 }
 
+const isObject = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value)
+
+// The checks of meaning read the document as it is, schema-valid or not, and skip what has the
+// wrong shape (the schema reports that), so that one run lists every problem there is to fix.
+
 function parseRanges(field: string, texts: unknown, problems: string[]): Prefix[] {
   const ranges: Prefix[] = []
   if (!Array.isArray(texts)) return ranges
@@ -72,44 +78,38 @@ function parseRanges(field: string, texts: unknown, problems: string[]): Prefix[
   return ranges
 }
 
-function bounds(field: string, width: number, given: Partial<PrefixBounds> | undefined, problems: string[]): PrefixBounds | undefined {
-  if (given === undefined) return undefined
-  const min = given.min ?? 0
-  const max = given.max ?? width
+function bounds(field: string, width: number, given: unknown, problems: string[]): PrefixBounds | undefined {
+  if (!isObject(given)) return undefined
+  const min = typeof given['min'] === 'number' ? given['min'] : 0
+  const max = typeof given['max'] === 'number' ? given['max'] : width
   if (min > max) problems.push(`${field}: min /${min} is longer than max /${max}`)
   return { min, max }
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
-
-/**
- * Builds a Policy from a parsed document; throws PolicyError listing every problem: the schema's,
- * and the meaning of every field whose shape is right (so one run shows all there is to fix).
- */
+/** Builds a Policy from a parsed document; throws PolicyError listing every problem, of shape and of meaning. */
 export function policyFromObject(document: unknown, source: string): Policy {
-  const problems = validateDocument(document) ? [] : (validateDocument.errors ?? []).map(describeSchemaError)
+  const valid = validateDocument(document)
+  const problems = valid ? [] : (validateDocument.errors ?? []).map(describeSchemaError)
   const spec = isObject(document) && isObject(document['spec']) ? document['spec'] : {}
+  const prefixLength = isObject(spec['prefixLength']) ? spec['prefixLength'] : {}
   const allowedRanges = parseRanges('spec.allowedRanges', spec['allowedRanges'], problems)
   const deniedRanges = parseRanges('spec.deniedRanges', spec['deniedRanges'], problems)
-  if (problems.length > 0) throw new PolicyError(source, problems)
+  const ipv4 = bounds('spec.prefixLength.ipv4', 32, prefixLength['ipv4'], problems)
+  const ipv6 = bounds('spec.prefixLength.ipv6', 128, prefixLength['ipv6'], problems)
+  if (!valid || problems.length > 0) throw new PolicyError(source, problems)
 
-  const valid = (document as PolicyDocument).spec
-  const policy: Policy = {
+  const given = document.spec
+  return {
     // Absent: anywhere. Empty: nowhere (no new ServiceCIDR passes).
-    allowedRanges: valid.allowedRanges === undefined ? undefined : allowedRanges,
+    allowedRanges: given.allowedRanges === undefined ? undefined : allowedRanges,
     deniedRanges,
-    overlap: valid.overlap ?? 'Deny',
-    prefixLength: {
-      ...withDefined('IPv4', bounds('spec.prefixLength.ipv4', 32, valid.prefixLength?.ipv4, problems)),
-      ...withDefined('IPv6', bounds('spec.prefixLength.ipv6', 128, valid.prefixLength?.ipv6, problems)),
-    },
-    deletion: { requireUnused: valid.deletion?.requireUnused ?? true },
-    protectedNames: valid.protectedNames ?? [],
-    exemptions: { usernames: valid.exemptions?.usernames ?? [], groups: valid.exemptions?.groups ?? [] },
-    enforcement: valid.enforcement ?? 'Deny',
+    overlap: given.overlap ?? 'Deny',
+    prefixLength: { ...withDefined('IPv4', ipv4), ...withDefined('IPv6', ipv6) },
+    deletion: { requireUnused: given.deletion?.requireUnused ?? true },
+    protectedNames: given.protectedNames ?? [],
+    exemptions: { usernames: given.exemptions?.usernames ?? [], groups: given.exemptions?.groups ?? [] },
+    enforcement: given.enforcement ?? 'Deny',
   }
-  if (problems.length > 0) throw new PolicyError(source, problems)
-  return policy
 }
 
 function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
@@ -120,7 +120,8 @@ function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in
 export function parsePolicy(text: string, source: string): Policy {
   const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true })
   if (document.errors.length > 0) {
-    throw new PolicyError(source, document.errors.map((error) => error.message.split('\n')[0] ?? error.message))
+    // prettyErrors writes "<what> at line L, column C:" and then an excerpt of the file.
+    throw new PolicyError(source, document.errors.map((error) => error.message.replace(/:?\n[\s\S]*$/, '')))
   }
   return policyFromObject(document.toJS(), source)
 }

@@ -12,8 +12,8 @@
 // Upstream scans every IPAddress of the family; the view answers range counts from a sorted index
 // instead, so the cost does not grow with the number of addresses.
 
-import { allocatableRange, containsPrefix, overlaps, type Prefix } from './ip.ts'
-import type { ClusterView, IPAddressRecord, ServiceCIDRRecord } from './types.ts'
+import { allocatableRange, type Prefix } from './ip.ts'
+import type { ClusterView, IPAddressRecord, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
 
 export interface Orphans {
   /** How many IPAddresses only this ServiceCIDR contains. */
@@ -23,42 +23,44 @@ export interface Orphans {
 }
 
 interface Interval {
-  first: bigint
-  last: bigint
+  readonly first: bigint
+  readonly last: bigint
 }
 
-/** The parts of `range` that no interval covers, in order. */
-function gaps(range: Interval, covered: Interval[]): Interval[] {
-  covered.sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))
+const byFirst = (a: Interval, b: Interval): number => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
+
+/** The parts of `range` that no interval of `covered` covers, in order; each of `covered` lies within `range`. */
+function gaps(range: Interval, covered: readonly Interval[]): Interval[] {
   const result: Interval[] = []
   let cursor = range.first
-  for (const { first, last } of covered) {
-    if (last < cursor) continue
-    if (first > range.last) break
+  for (const { first, last } of [...covered].sort(byFirst)) {
     if (first > cursor) result.push({ first: cursor, last: first - 1n })
-    cursor = last + 1n
-    if (cursor > range.last) return result
+    if (last >= cursor) cursor = last + 1n
   }
   if (cursor <= range.last) result.push({ first: cursor, last: range.last })
   return result
 }
 
-const hasParent = (others: readonly ServiceCIDRRecord[], prefix: Prefix): boolean =>
-  others.some((other) => other.cidrs.some((cidr) => containsPrefix(cidr, prefix)))
-
 export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, sampleSize = 5): Orphans {
-  const others = [...view.serviceCIDRs()].filter((other) => other.name !== target.name)
-  if (target.cidrs.every((prefix) => hasParent(others, prefix))) return { count: 0, sample: [] }
+  const others = (prefix: Prefix): readonly PlacedCIDR[] =>
+    view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== target.name)
+  // An overlapping block with an equal or shorter prefix contains the whole CIDR.
+  const hasParent = (prefix: Prefix): boolean => others(prefix).some((entry) => entry.prefix.bits <= prefix.bits)
+  if (target.cidrs.every(hasParent)) return { count: 0, sample: [] }
 
   let count = 0
   const sample: IPAddressRecord[] = []
   for (const prefix of target.cidrs) {
     const own = allocatableRange(prefix)
     if (own.last < own.first) continue
-    const coveredByOthers = others.flatMap((other) =>
-      other.cidrs.filter((cidr) => overlaps(cidr, prefix)).map((cidr) => ({ ...allocatableRange(cidr) })))
+    // What the other ServiceCIDRs cover of this range, clipped to it. An IPv4 /31 or /32 and an
+    // IPv6 /128 allocate nothing, so they cover nothing: their ranges are empty (last < first).
+    const covered = others(prefix)
+      .map((entry) => allocatableRange(entry.prefix))
+      .map((range) => ({ first: range.first > own.first ? range.first : own.first, last: range.last < own.last ? range.last : own.last }))
+      .filter((range) => range.first <= range.last)
     const addresses = view.addressesBetween(prefix.family, own.first, own.last)
-    for (const gap of gaps({ ...own }, coveredByOthers)) {
+    for (const gap of gaps(own, covered)) {
       const inGap = addresses.countBetween(gap.first, gap.last)
       if (inGap === 0) continue
       count += inGap

@@ -75,7 +75,7 @@ function admit(policy: Policy, view: ClusterView | undefined, name: string, cidr
   const violations = spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
   const context = { policy, name, checked }
   for (const rule of admitRules) {
-    if (rule.needsState && view === undefined) {
+    if (view === undefined && rule.needsState(policy)) {
       if (checked.length > 0) violations.push(stateUnknown('spec.cidrs'))
       continue
     }
@@ -88,8 +88,8 @@ function remove(policy: Policy, view: ClusterView | undefined, target: ServiceCI
   const violations: Violation[] = []
   const context = { policy, target }
   for (const rule of deleteRules) {
-    if (rule.needsState && view === undefined) {
-      if (policy.deletion.requireUnused) violations.push(stateUnknown('metadata.name'))
+    if (view === undefined && rule.needsState(policy)) {
+      violations.push(stateUnknown('metadata.name'))
       continue
     }
     violations.push(...rule.check(context, view as ClusterView))

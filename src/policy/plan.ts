@@ -1,29 +1,24 @@
 // Finding a free range: the first CIDR of a given size that the policy would admit.
 
-import { familyWidth, makePrefix, parseCIDR, type Family, type Prefix } from './ip.ts'
+import { familyWidth, hostsPerNetwork, makePrefix, mustParseCIDR, type Family, type Prefix } from './ip.ts'
 import type { ClusterView, Policy, PrefixBounds } from './types.ts'
 
 /**
  * Where to look when the policy sets no allowedRanges: the private ranges (RFC 1918 and the IPv6
  * unique local block, RFC 4193), never public space the cluster does not own.
  */
-const privateRanges: readonly Prefix[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fd00::/8'].map((text) => {
-  const parsed = parseCIDR(text)
-  if (!parsed.ok) throw new Error(`bad built-in range ${text}`)
-  return parsed.value
-})
+const privateRanges: readonly Prefix[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fd00::/8'].map(mustParseCIDR)
 
 /**
- * The longest prefix whose allocatable addresses (hostsPerNetwork in kubernetes
- * pkg/registry/core/service/ipallocator: 2^n - 2 for IPv4, 2^n - 1 for IPv6) hold `size`, widened
- * to the policy's maximum prefix length if that is shorter. Undefined if none fits the bounds.
+ * The longest prefix whose allocatable addresses (hostsPerNetwork) hold `size`, widened to the
+ * policy's maximum prefix length if that is shorter. Undefined if none fits the bounds, or if no
+ * prefix holds that many (hostsPerNetwork saturates at 2^64 - 1, an IPv6 /64; the allocator refuses
+ * shorter IPv6 prefixes anyway).
  */
 export function prefixLengthFor(family: Family, size: bigint, bounds: PrefixBounds | undefined): number | undefined {
-  const width = familyWidth(family)
-  const reserved = family === 'IPv4' ? 2n : 1n
-  let bits = width
-  while (bits > 0 && (1n << BigInt(width - bits)) - reserved < size) bits--
-  if ((1n << BigInt(width - bits)) - reserved < size) return undefined
+  let bits = familyWidth(family)
+  while (bits > 0 && hostsPerNetwork(family, bits) < size) bits--
+  if (hostsPerNetwork(family, bits) < size) return undefined
   if (bounds === undefined) return bits
   if (bits > bounds.max) bits = bounds.max
   return bits < bounds.min ? undefined : bits
@@ -34,7 +29,26 @@ interface Interval {
   readonly last: bigint
 }
 
-function firstAlignedBlock(space: Prefix, obstacles: readonly Interval[], bits: number): Prefix | undefined {
+const byFirst = (a: Interval, b: Interval): number => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
+
+/** Two lists sorted by first address, walked as one. */
+function* merged(a: readonly Interval[], b: readonly Interval[]): Generator<Interval> {
+  let i = 0
+  let j = 0
+  while (i < a.length || j < b.length) {
+    const left = a[i]
+    const right = b[j]
+    if (right === undefined || (left !== undefined && left.first <= right.first)) {
+      i++
+      yield left as Interval
+    } else {
+      j++
+      yield right
+    }
+  }
+}
+
+function firstAlignedBlock(space: Prefix, obstacles: Iterable<Interval>, bits: number): Prefix | undefined {
   const blockSize = 1n << BigInt(familyWidth(space.family) - bits)
   const align = (value: bigint): bigint => ((value + blockSize - 1n) / blockSize) * blockSize
   let candidate = align(space.first)
@@ -54,16 +68,14 @@ function firstAlignedBlock(space: Prefix, obstacles: readonly Interval[], bits: 
 export function findFreePrefix(policy: Policy, view: ClusterView, family: Family, bits: number): Prefix | undefined {
   const bounds = policy.prefixLength[family]
   if (bits > familyWidth(family) || (bounds !== undefined && (bits < bounds.min || bits > bounds.max))) return undefined
-  const taken: Prefix[] = [...policy.deniedRanges]
-  for (const records of [view.serviceCIDRs(), view.pendingServiceCIDRs()]) {
-    for (const record of records) taken.push(...record.cidrs)
-  }
-  const obstacles = taken
+  // The existing ServiceCIDRs come sorted from the view; the few others are sorted here.
+  const existing = view.cidrsInOrder(family).map((entry) => entry.prefix)
+  const others = [...policy.deniedRanges, ...[...view.pendingServiceCIDRs()].flatMap((record) => record.cidrs)]
     .filter((prefix) => prefix.family === family)
-    .sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))
+    .sort(byFirst)
   for (const space of policy.allowedRanges ?? privateRanges) {
     if (space.family !== family || space.bits > bits) continue
-    const found = firstAlignedBlock(space, obstacles, bits)
+    const found = firstAlignedBlock(space, merged(existing, others), bits)
     if (found !== undefined) return found
   }
   return undefined

@@ -2,13 +2,14 @@
 // current, and what the command line builds from files. Pure: callers pass time in; nothing here
 // reads a clock or does I/O.
 
-import { parseAddress, parseCIDR, type Family, type Prefix } from './ip.ts'
+import { familyWidth, parseAddress, parseCIDR, type Family, type Prefix } from './ip.ts'
 import {
   managedByAllocator,
   type AddressRange,
   type ClusterView,
   type IPAddressRecord,
   type ParentRef,
+  type PlacedCIDR,
   type ServiceCIDRRecord,
 } from './types.ts'
 
@@ -87,10 +88,6 @@ class AddressIndex {
   private readonly values: bigint[] = []
   private readonly records: IPAddressRecord[] = []
 
-  get size(): number {
-    return this.records.length
-  }
-
   /** First index whose value is >= value. */
   private lowerBound(value: bigint, from = 0, to = this.values.length): number {
     let lo = from
@@ -149,6 +146,93 @@ class AddressIndex {
   }
 }
 
+const compareCIDRs = (a: PlacedCIDR, b: PlacedCIDR): number =>
+  a.prefix.first < b.prefix.first ? -1 : a.prefix.first > b.prefix.first ? 1 : a.prefix.bits - b.prefix.bits
+
+/**
+ * The CIDRs of the ServiceCIDRs of one family. CIDR blocks either nest or are disjoint, so the ones
+ * overlapping a prefix are those inside it (a range of the list sorted by first address) and those
+ * containing it (at most one block per shorter prefix length, found by key). Overlap checks then
+ * cost O(log n) plus what they find, not a scan of every ServiceCIDR.
+ */
+class CIDRIndex {
+  private readonly sorted: PlacedCIDR[] = []
+  private readonly byBlock = new Map<string, PlacedCIDR[]>()
+  /** How many entries have each prefix length; only lengths present are probed. */
+  private readonly lengths = new Map<number, number>()
+
+  private static key(first: bigint, bits: number): string {
+    return `${bits}/${first}`
+  }
+
+  private lowerBound(first: bigint): number {
+    let lo = 0
+    let hi = this.sorted.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if ((this.sorted[mid] as PlacedCIDR).prefix.first < first) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+
+  private index(entry: PlacedCIDR): void {
+    const key = CIDRIndex.key(entry.prefix.first, entry.prefix.bits)
+    const block = this.byBlock.get(key)
+    if (block === undefined) this.byBlock.set(key, [entry])
+    else block.push(entry)
+    this.lengths.set(entry.prefix.bits, (this.lengths.get(entry.prefix.bits) ?? 0) + 1)
+  }
+
+  add(entry: PlacedCIDR): void {
+    let at = this.lowerBound(entry.prefix.first)
+    while (at < this.sorted.length && compareCIDRs(this.sorted[at] as PlacedCIDR, entry) < 0) at++
+    this.sorted.splice(at, 0, entry)
+    this.index(entry)
+  }
+
+  remove(entry: PlacedCIDR): void {
+    const at = this.sorted.indexOf(entry, this.lowerBound(entry.prefix.first))
+    if (at < 0) return
+    this.sorted.splice(at, 1)
+    const key = CIDRIndex.key(entry.prefix.first, entry.prefix.bits)
+    const block = (this.byBlock.get(key) ?? []).filter((other) => other !== entry)
+    if (block.length === 0) this.byBlock.delete(key)
+    else this.byBlock.set(key, block)
+    const count = (this.lengths.get(entry.prefix.bits) ?? 1) - 1
+    if (count === 0) this.lengths.delete(entry.prefix.bits)
+    else this.lengths.set(entry.prefix.bits, count)
+  }
+
+  load(entries: readonly PlacedCIDR[]): void {
+    this.sorted.splice(0, this.sorted.length, ...[...entries].sort(compareCIDRs))
+    this.byBlock.clear()
+    this.lengths.clear()
+    for (const entry of this.sorted) this.index(entry)
+  }
+
+  all(): readonly PlacedCIDR[] {
+    return this.sorted
+  }
+
+  overlapping(prefix: Prefix): PlacedCIDR[] {
+    const found: PlacedCIDR[] = []
+    const width = familyWidth(prefix.family)
+    for (const bits of this.lengths.keys()) {
+      if (bits >= prefix.bits) continue
+      const hostBits = BigInt(width - bits)
+      const block = this.byBlock.get(CIDRIndex.key((prefix.first >> hostBits) << hostBits, bits))
+      if (block !== undefined) found.push(...block)
+    }
+    for (let at = this.lowerBound(prefix.first); at < this.sorted.length; at++) {
+      const entry = this.sorted[at] as PlacedCIDR
+      if (entry.prefix.first > prefix.last) break
+      if (entry.prefix.bits >= prefix.bits) found.push(entry)
+    }
+    return found
+  }
+}
+
 interface Pending {
   readonly record: ServiceCIDRRecord
   readonly expiresAt: number
@@ -156,6 +240,9 @@ interface Pending {
 
 export class ClusterState implements ClusterView {
   private readonly cidrs = new Map<string, ServiceCIDRRecord>()
+  private readonly cidrIndex: Record<Family, CIDRIndex> = { IPv4: new CIDRIndex(), IPv6: new CIDRIndex() }
+  /** The index entries of each ServiceCIDR, to take them out again on update or delete. */
+  private readonly placed = new Map<string, PlacedCIDR[]>()
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   private readonly pending = new Map<string, Pending>()
@@ -180,6 +267,14 @@ export class ClusterState implements ClusterView {
     return [...this.pending.values()].map((entry) => entry.record)
   }
 
+  cidrsOverlapping(prefix: Prefix): readonly PlacedCIDR[] {
+    return this.cidrIndex[prefix.family].overlapping(prefix)
+  }
+
+  cidrsInOrder(family: Family): readonly PlacedCIDR[] {
+    return this.cidrIndex[family].all()
+  }
+
   addressesBetween(family: Family, first: bigint, last: bigint): AddressRange {
     return this.index[family].between(first, last)
   }
@@ -188,19 +283,41 @@ export class ClusterState implements ClusterView {
     return this.addresses.values()
   }
 
+  private static place(record: ServiceCIDRRecord): PlacedCIDR[] {
+    return record.cidrs.map((prefix) => ({ record, prefix }))
+  }
+
   upsertServiceCIDR(record: ServiceCIDRRecord): void {
+    this.removeServiceCIDR(record.name)
     this.cidrs.set(record.name, record)
+    const entries = ClusterState.place(record)
+    this.placed.set(record.name, entries)
+    for (const entry of entries) this.cidrIndex[entry.prefix.family].add(entry)
     // The watch has caught up with what this process admitted.
     this.pending.delete(record.name)
   }
 
   removeServiceCIDR(name: string): void {
+    for (const entry of this.placed.get(name) ?? []) this.cidrIndex[entry.prefix.family].remove(entry)
+    this.placed.delete(name)
     this.cidrs.delete(name)
   }
 
   replaceServiceCIDRs(records: Iterable<ServiceCIDRRecord>): void {
     this.cidrs.clear()
-    for (const record of records) this.upsertServiceCIDR(record)
+    this.placed.clear()
+    for (const record of records) {
+      this.cidrs.set(record.name, record)
+      this.pending.delete(record.name)
+    }
+    const byFamily: Record<Family, PlacedCIDR[]> = { IPv4: [], IPv6: [] }
+    for (const record of this.cidrs.values()) {
+      const entries = ClusterState.place(record)
+      this.placed.set(record.name, entries)
+      for (const entry of entries) byFamily[entry.prefix.family].push(entry)
+    }
+    this.cidrIndex.IPv4.load(byFamily.IPv4)
+    this.cidrIndex.IPv6.load(byFamily.IPv6)
   }
 
   upsertIPAddress(record: IPAddressRecord): void {

@@ -52,10 +52,20 @@ export interface IPAddressRecord {
   readonly parentRef: ParentRef | undefined
 }
 
+/** One CIDR of a ServiceCIDR. */
+export interface PlacedCIDR {
+  readonly record: ServiceCIDRRecord
+  readonly prefix: Prefix
+}
+
 /** What the engine needs of the cluster: read-only, answered from memory. */
 export interface ClusterView {
   serviceCIDRs(): Iterable<ServiceCIDRRecord>
   serviceCIDR(name: string): ServiceCIDRRecord | undefined
+  /** The CIDRs of existing ServiceCIDRs that overlap `prefix`: containing it, equal to it, or inside it. */
+  cidrsOverlapping(prefix: Prefix): readonly PlacedCIDR[]
+  /** Every CIDR of the family, by first address (then prefix length). */
+  cidrsInOrder(family: Family): readonly PlacedCIDR[]
   /**
    * ServiceCIDRs admitted by this process whose creation the watch has not shown yet. They take
    * part in overlap checks (two overlapping CREATEs must not both pass) but never count as covering

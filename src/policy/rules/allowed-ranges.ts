@@ -4,7 +4,7 @@ import type { AdmitRule } from './rule.ts'
 /** spec.allowedRanges: every CIDR must lie inside one of them (GKE beta: 34.118.224.0/20). */
 export const allowedRanges: AdmitRule = {
   name: 'AllowedRanges',
-  needsState: false,
+  needsState: () => false,
   check({ policy, checked }) {
     const allowed = policy.allowedRanges
     if (allowed === undefined) return []

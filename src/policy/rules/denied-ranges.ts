@@ -4,7 +4,7 @@ import type { AdmitRule } from './rule.ts'
 /** spec.deniedRanges: no CIDR may overlap them (pod, node and VPC ranges). */
 export const deniedRanges: AdmitRule = {
   name: 'DeniedRanges',
-  needsState: false,
+  needsState: () => false,
   check({ policy, checked }) {
     return checked.flatMap(({ field, prefix }) => {
       const hit = policy.deniedRanges.filter((range) => overlaps(range, prefix)).map((range) => range.text)

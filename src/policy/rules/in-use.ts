@@ -16,7 +16,7 @@ function holder(address: IPAddressRecord): string {
  */
 export const inUse: DeleteRule = {
   name: 'InUse',
-  needsState: true,
+  needsState: (policy) => policy.deletion.requireUnused,
   check({ policy, target }, view) {
     if (!policy.deletion.requireUnused) return []
     const { count, sample } = orphanedAddresses(view, target)

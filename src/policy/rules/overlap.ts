@@ -18,20 +18,21 @@ function describe(record: ServiceCIDRRecord, prefix: Prefix, pending: boolean): 
  */
 export const overlap: AdmitRule = {
   name: 'Overlap',
-  needsState: true,
+  needsState: (policy) => policy.overlap !== 'Allow',
   check({ policy, name, checked }, view) {
     if (policy.overlap === 'Allow') return []
-    const others = [
-      ...[...view.serviceCIDRs()].map((record) => ({ record, pending: false })),
-      ...[...view.pendingServiceCIDRs()].map((record) => ({ record, pending: true })),
-    ].filter(({ record }) => record.name !== name)
+    const pending = [...view.pendingServiceCIDRs()]
     return checked.flatMap(({ field, prefix }) => {
       const conflicts: string[] = []
-      for (const { record, pending } of others) {
+      const consider = (record: ServiceCIDRRecord, existing: Prefix, isPending: boolean): void => {
+        if (record.name === name) return
+        if (policy.overlap === 'AllowExpansion' && prefix.bits < existing.bits) return
+        conflicts.push(describe(record, existing, isPending))
+      }
+      for (const { record, prefix: existing } of view.cidrsOverlapping(prefix)) consider(record, existing, false)
+      for (const record of pending) {
         for (const existing of record.cidrs) {
-          if (!overlaps(existing, prefix)) continue
-          if (policy.overlap === 'AllowExpansion' && prefix.bits < existing.bits) continue
-          conflicts.push(describe(record, existing, pending))
+          if (overlaps(existing, prefix)) consider(record, existing, true)
         }
       }
       if (conflicts.length === 0) return []

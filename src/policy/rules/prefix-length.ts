@@ -3,7 +3,7 @@ import type { AdmitRule } from './rule.ts'
 /** spec.prefixLength: optional bounds on each family's prefix length. */
 export const prefixLength: AdmitRule = {
   name: 'PrefixLength',
-  needsState: false,
+  needsState: () => false,
   check({ policy, checked }) {
     return checked.flatMap(({ field, prefix }) => {
       const bounds = policy.prefixLength[prefix.family]

@@ -3,7 +3,7 @@ import type { DeleteRule } from './rule.ts'
 /** spec.protectedNames: ServiceCIDRs that may never be deleted. */
 export const protectedNames: DeleteRule = {
   name: 'ProtectedName',
-  needsState: false,
+  needsState: () => false,
   check({ policy, target }) {
     if (!policy.protectedNames.includes(target.name)) return []
     return [{

@@ -21,15 +21,20 @@ export interface DeleteContext {
   readonly target: ServiceCIDRRecord
 }
 
-/** A rule over CIDRs a request brings in. `view` is present only for rules that declare needsState. */
+/**
+ * A rule over CIDRs a request brings in. `view` is present only when needsState says, for this
+ * policy, that the rule reads it; while the cluster state is unknown such a rule fails closed and
+ * the others still run.
+ */
 export interface AdmitRule {
   readonly name: Violation['rule']
-  readonly needsState: boolean
+  needsState(policy: Policy): boolean
   check(context: AdmitContext, view: ClusterView): Violation[]
 }
 
+/** A rule over the ServiceCIDR a DELETE removes; `view` as for AdmitRule. */
 export interface DeleteRule {
   readonly name: Violation['rule']
-  readonly needsState: boolean
+  needsState(policy: Policy): boolean
   check(context: DeleteContext, view: ClusterView): Violation[]
 }

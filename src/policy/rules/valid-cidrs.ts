@@ -1,4 +1,4 @@
-import { parseCIDR } from '../ip.ts'
+import { familyOfCIDR, parseCIDR } from '../ip.ts'
 import type { Violation } from '../types.ts'
 import type { CheckedCIDR } from './rule.ts'
 
@@ -29,8 +29,10 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
     if (result.ok) parsed.push({ field: at, prefix: result.value })
     else violations.push({ rule: 'ValidCIDR', field: at, message: `${at}: Invalid value: "${text}": ${result.error}` })
   })
-  const [first, second] = parsed
-  if (first !== undefined && second !== undefined && first.prefix.family === second.prefix.family) {
+  // Upstream compares the families ParseCIDRSloppy reads (IPFamilyOfCIDRString), so a CIDR that
+  // IsValidCIDR refuses still counts: "10.0.0.1/24" and "10.1.0.0/16" are two errors, not one.
+  const families = cidrs.map(familyOfCIDR)
+  if (families.length === 2 && families[0] !== undefined && families[0] === families[1]) {
     violations.push({
       rule: 'ValidCIDR',
       field,

@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Builds every kustomization under config/ with kubectl's kustomize and checks what the product
+# promises about its manifests. Offline: no cluster is needed (the e2e suite does the server-side
+# dry-run against a real apiserver).
+#
+#   hack/validate-manifests.sh            (make validate-manifests)
+#
+# Built: config/default, every config/overlays/*, and two compositions a user would write:
+# gke + config/prometheus, and gke + config/certmanager/external-issuer with an issuer patch.
+# Checked in each (jq over the built objects):
+#   - the Deployment: restricted securityContext (runAsNonRoot, numeric 65532 user and group,
+#     readOnlyRootFilesystem, allowPrivilegeEscalation false, drop ALL, seccomp RuntimeDefault),
+#     no host namespaces, 2+ replicas, probes, a memory limit, the service account token
+#   - RBAC: one ClusterRole granting exactly get/list/watch on servicecidrs and ipaddresses, bound
+#     to the webhook's ServiceAccount; no other Role or binding
+#   - the ValidatingWebhookConfiguration: failurePolicy Fail, sideEffects None, the two
+#     matchConditions, AdmissionReview v1, no status subresource, pointing at the webhook Service
+#   - the wiring: Service -> container port, cert-manager annotation -> Certificate -> Secret ->
+#     Deployment volume, DNS names, every namespaced object in servicecidr-guard-system
+#   - overlays: the policy ConfigMap is mounted and loads with the server's own policy parser;
+#     gke and kind ship config/policies/gke-beta.yaml; kind uses servicecidr-guard:e2e, never pulled
+# With promtool (PROMTOOL, or on PATH; make promtool builds it), the PrometheusRule is checked
+# (promtool check rules) and unit-tested (config/prometheus/rules_test.yaml).
+#
+# Environment: KUBECTL (default: hack/find-kubectl.sh), NODE (default: the repository's Node 24),
+# OUT (keep the built manifests there).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+kubectl=$(hack/find-kubectl.sh)
+node=${NODE:-$repo/node_modules/.bin/node}
+namespace=servicecidr-guard-system
+
+log() { printf '[validate-manifests] %s\n' "$*" >&2; }
+command -v jq >/dev/null || { log "jq is not installed (apt-get install jq)"; exit 1; }
+[[ -x $node ]] || { log "no Node.js at $node (npm ci, or set NODE)"; exit 1; }
+[[ $("$node" --version) == v24.* ]] || { log "$node is not Node.js 24 (needed to load src/config/policy.ts)"; exit 1; }
+log "kubectl: $kubectl ($("$kubectl" version --client 2>/dev/null | tr '\n' ' '))"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+out=${OUT:-$work/out}
+mkdir -p "$out"
+
+failures=0
+fail() { log "FAIL [$1] $2"; failures=$((failures + 1)); }
+
+# YAML stream -> JSON array, with the yaml package the server itself uses.
+to_json() {
+  "$node" --input-type=module -e '
+    import { parseAllDocuments } from "yaml"
+    import { readFileSync } from "node:fs"
+    const docs = parseAllDocuments(readFileSync(0, "utf8"))
+    for (const doc of docs) if (doc.errors.length > 0) throw doc.errors[0]
+    process.stdout.write(JSON.stringify(docs.map((doc) => doc.toJS()).filter((o) => o !== null)))
+  '
+}
+
+# check NAME JQ_FILTER [jq args...]: the filter must print true for the built objects ($all).
+check() {
+  local name=$1 filter=$2
+  shift 2
+  local result
+  result=$(jq -r "$@" "$filter" "$json" 2>&1) || true
+  if [[ $result != true ]]; then fail "$target" "$name${result:+ (got: ${result//$'\n'/ })}"; fi
+}
+
+# A kustomization outside the repository that composes the given pieces, as a user's overlay would.
+compose() {
+  local dir=$work/compose-$1
+  shift
+  mkdir -p "$dir"
+  local rel
+  rel=$(realpath --relative-to="$dir" "$repo/config")
+  printf '%s\n' "${@//@CONFIG@/$rel}" > "$dir/kustomization.yaml"
+  echo "$dir"
+}
+
+targets=(default)
+for dir in config/overlays/*/; do targets+=("overlays/$(basename "$dir")"); done
+declare -A paths=([default]=config/default)
+for t in "${targets[@]}"; do [[ $t == default ]] || paths[$t]=config/$t; done
+paths[compose/gke+prometheus]=$(compose prometheus \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/prometheus]')
+paths[compose/gke+external-issuer]=$(compose external-issuer \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/certmanager/external-issuer]' \
+  'patches:' \
+  '  - target: {group: cert-manager.io, kind: Certificate, name: servicecidr-guard-serving-cert}' \
+  '    patch: |-' \
+  '      - op: replace' \
+  '        path: /spec/issuerRef' \
+  '        value: {group: cert-manager.io, kind: ClusterIssuer, name: my-ca}')
+targets+=(compose/gke+prometheus compose/gke+external-issuer)
+
+# Common jq definitions, applied to the array of built objects.
+# shellcheck disable=SC2016 # jq variables, not shell ones
+defs='
+  def objs($kind): map(select(.kind == $kind));
+  def one($kind): objs($kind) | if length == 1 then .[0] else error("expected one \($kind), found \(length)") end;
+  def deploy: one("Deployment");
+  def podspec: deploy.spec.template.spec;
+  def vwc: one("ValidatingWebhookConfiguration");
+'
+
+for target in "${targets[@]}"; do
+  path=${paths[$target]}
+  file=$out/${target//\//_}.yaml
+  if ! "$kubectl" kustomize "$path" > "$file" 2> "$work/err"; then
+    fail "$target" "kustomize build failed: $(cat "$work/err")"
+    continue
+  fi
+  json=$work/${target//\//_}.json
+  if ! to_json < "$file" > "$json"; then fail "$target" "the build output is not valid YAML"; continue; fi
+  log "$target: built $(jq length "$json") objects ($(jq -r '[.[].kind] | group_by(.) | map("\(length) \(.[0])") | join(", ")' "$json"))"
+
+  # --- Deployment: restricted securityContext and availability ---
+  check "Deployment servicecidr-guard in $namespace" "$defs deploy | .metadata.name == \"servicecidr-guard\" and .metadata.namespace == \"$namespace\""
+  check "pod runs as non-root 65532:65532 with seccomp RuntimeDefault" "$defs podspec.securityContext |
+    .runAsNonRoot == true and .runAsUser == 65532 and .runAsGroup == 65532 and .seccompProfile.type == \"RuntimeDefault\""
+  check "every container: no privilege escalation, read-only root, drop ALL, non-root, seccomp" "$defs [podspec | (.containers + (.initContainers // []))[] | .securityContext |
+    .allowPrivilegeEscalation == false and .readOnlyRootFilesystem == true and .capabilities.drop == [\"ALL\"]
+    and ((.capabilities.add // []) | length == 0) and (.privileged // false) == false
+    and .runAsNonRoot == true and .runAsUser == 65532 and .runAsGroup == 65532
+    and .seccompProfile.type == \"RuntimeDefault\"] | length > 0 and all"
+  check "no host network, PID, IPC or hostPath" "$defs podspec | (.hostNetwork // false) == false and (.hostPID // false) == false
+    and (.hostIPC // false) == false and ([.volumes[]? | select(.hostPath)] | length == 0)"
+  check "service account token mounted (the webhook reads the API)" "$defs podspec | .automountServiceAccountToken == true and .serviceAccountName == \"servicecidr-guard\""
+  check "2+ replicas, PDB minAvailable 1 selecting the Pods" "$defs deploy.spec as \$spec | \$spec.replicas >= 2 and
+    (one(\"PodDisruptionBudget\") | .spec.minAvailable == 1 and .spec.selector.matchLabels == \$spec.selector.matchLabels)"
+  check "priorityClassName system-cluster-critical with its ResourceQuota" "$defs podspec.priorityClassName == \"system-cluster-critical\" and
+    (one(\"ResourceQuota\") | .spec.scopeSelector.matchExpressions[0].values | index(\"system-cluster-critical\") != null)"
+  check "liveness /livez, readiness /readyz, startup probe, all on the health port" "$defs podspec.containers[0] |
+    .livenessProbe.httpGet.path == \"/livez\" and .readinessProbe.httpGet.path == \"/readyz\" and .startupProbe.httpGet.path == \"/livez\"
+    and ([.livenessProbe, .readinessProbe, .startupProbe] | all(.httpGet.port == \"health\"))
+    and (.ports | map(select(.name == \"health\"))[0].containerPort) == 8081"
+  check "memory limit and requests set" "$defs podspec.containers[0].resources | .limits.memory != null and .requests.memory != null and .requests.cpu != null"
+  check "shutdown fits the grace period (preStop sleep + --shutdown-timeout < terminationGracePeriodSeconds)" "$defs podspec |
+    (.containers[0].args | index(\"--shutdown-timeout\") as \$i | .[\$i + 1] | tonumber) as \$drain |
+    (.containers[0].lifecycle.preStop.sleep.seconds // 0) + \$drain < .terminationGracePeriodSeconds"
+  check "topology spread over nodes (ScheduleAnyway) and preferred anti-affinity" "$defs podspec |
+    ([.topologySpreadConstraints[] | select(.topologyKey == \"kubernetes.io/hostname\" and .whenUnsatisfiable == \"ScheduleAnyway\")] | length == 1)
+    and (.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution | length > 0)
+    and (.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution == null)"
+  check "policy and TLS mounted read-only as whole directories (no subPath: updates reach the Pod)" "$defs podspec.containers[0].volumeMounts |
+    (map(select(.mountPath == \"/etc/servicecidr-guard/policy\" or .mountPath == \"/etc/servicecidr-guard/tls\")) | length == 2)
+    and all(.readOnly == true and .subPath == null)"
+
+  # --- RBAC: read servicecidrs and ipaddresses, nothing more ---
+  check "exactly one ClusterRole, get/list/watch on servicecidrs and ipaddresses only" "$defs one(\"ClusterRole\").rules |
+    all(.apiGroups == [\"networking.k8s.io\"] and (.resources - [\"servicecidrs\", \"ipaddresses\"] | length == 0)
+        and (.verbs - [\"get\", \"list\", \"watch\"] | length == 0) and .resourceNames == null and .nonResourceURLs == null)
+    and ([.[] | .resources[] as \$r | .verbs[] as \$v | \"\(\$r):\(\$v)\"] | unique) ==
+        [\"ipaddresses:get\", \"ipaddresses:list\", \"ipaddresses:watch\", \"servicecidrs:get\", \"servicecidrs:list\", \"servicecidrs:watch\"]"
+  check "no namespaced Role or RoleBinding" "$defs (objs(\"Role\") + objs(\"RoleBinding\")) | length == 0"
+  check "ClusterRoleBinding: ClusterRole servicecidr-guard to ServiceAccount servicecidr-guard/$namespace" "$defs one(\"ClusterRoleBinding\") |
+    .roleRef == {apiGroup: \"rbac.authorization.k8s.io\", kind: \"ClusterRole\", name: \"servicecidr-guard\"}
+    and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard\", namespace: \"$namespace\"}]"
+
+  # --- ValidatingWebhookConfiguration ---
+  check "webhook: failurePolicy Fail, sideEffects None, AdmissionReview v1, short timeout" "$defs vwc.webhooks | length == 1 and all(
+    .failurePolicy == \"Fail\" and .sideEffects == \"None\" and .admissionReviewVersions == [\"v1\"]
+    and .timeoutSeconds <= 10 and .matchPolicy == \"Equivalent\" and .name == \"validate.servicecidr-guard.dev\")"
+  check "webhook rules: servicecidrs v1+v1beta1 CREATE/UPDATE/DELETE, cluster scope, no status subresource" "$defs vwc.webhooks[0].rules == [{
+    apiGroups: [\"networking.k8s.io\"], apiVersions: [\"v1\", \"v1beta1\"], operations: [\"CREATE\", \"UPDATE\", \"DELETE\"],
+    resources: [\"servicecidrs\"], scope: \"Cluster\"}]"
+  check "webhook matchConditions: skip the apiserver's default ServiceCIDR and metadata-only updates" "$defs vwc.webhooks[0].matchConditions == [
+    {name: \"skip-apiserver-default-servicecidr\", expression: \"!(request.userInfo.username == 'system:apiserver' && request.name == 'kubernetes')\"},
+    {name: \"skip-metadata-only-updates\", expression: \"request.operation != 'UPDATE' || object.spec != oldObject.spec\"}]"
+  check "webhook calls Service servicecidr-guard-webhook:443/validate, which targets the container's 9443" "$defs
+    vwc.webhooks[0].clientConfig as \$cc | (\$cc.url == null) and \$cc.service == {namespace: \"$namespace\", name: \"servicecidr-guard-webhook\", path: \"/validate\", port: 443}
+    and ([.[] | select(.kind == \"Service\" and .metadata.name == \$cc.service.name and .metadata.namespace == \$cc.service.namespace)][0] as \$svc |
+      (\$svc.spec.ports | map(select(.port == 443))[0].targetPort) as \$tp |
+      (podspec.containers[0].ports | map(select(.name == \$tp or .containerPort == \$tp))[0].containerPort) == 9443
+      and (deploy.spec.template.metadata.labels as \$labels | \$svc.spec.selector | to_entries | all(\$labels[.key] == .value)))"
+
+  # --- cert-manager wiring ---
+  check "CA injected from a Certificate whose Secret the Pods mount and whose names match the Service" "$defs
+    (vwc.metadata.annotations[\"cert-manager.io/inject-ca-from\"] | split(\"/\")) as [\$ns, \$name] |
+    [.[] | select(.kind == \"Certificate\" and .metadata.namespace == \$ns and .metadata.name == \$name)][0] as \$cert |
+    \$cert != null and \$name == \"servicecidr-guard-serving-cert\" and \$cert.spec.secretName == \"servicecidr-guard-tls\"
+    and (podspec.volumes | map(select(.name == \"tls\"))[0].secret.secretName) == \$cert.spec.secretName
+    and (\$cert.spec.dnsNames | index(\"servicecidr-guard-webhook.$namespace.svc\") != null)
+    and (\$cert.spec.issuerRef.name as \$issuer | \$cert.spec.issuerRef.kind == \"ClusterIssuer\"
+         or ([.[] | select(.kind == \"Issuer\" and .metadata.name == \$issuer and .metadata.namespace == \$ns)] | length == 1))"
+
+  # --- every namespaced object in the namespace, and the namespace is restricted ---
+  check "every namespaced object is in $namespace" "[.[] | select(.kind | IN(\"Namespace\", \"ClusterRole\", \"ClusterRoleBinding\", \"ValidatingWebhookConfiguration\") | not)
+    | select(.metadata.namespace != \"$namespace\") | \"\(.kind)/\(.metadata.name)\"] | if length == 0 then true else . end"
+  check "Namespace $namespace enforces Pod Security restricted" "$defs one(\"Namespace\") |
+    .metadata.name == \"$namespace\" and .metadata.labels[\"pod-security.kubernetes.io/enforce\"] == \"restricted\""
+
+  # --- the policy ---
+  policy_volume=$(jq -r "$defs podspec.volumes | map(select(.name == \"policy\"))[0].configMap.name" "$json")
+  if [[ $target == default ]]; then
+    # config/default carries no policy on purpose; the overlays add it.
+    check "config/default has no policy ConfigMap" "$defs objs(\"ConfigMap\") | length == 0"
+  else
+    check "the Deployment mounts the generated policy ConfigMap (hash-suffixed, key policy.yaml)" "
+      [.[] | select(.kind == \"ConfigMap\" and .metadata.name == \$cm and .metadata.namespace == \"$namespace\")] | length == 1
+      and (\$cm | test(\"^servicecidr-guard-policy-[a-z0-9]+\$\"))
+      and (.[] | select(.kind == \"ConfigMap\" and .metadata.name == \$cm) | .data | keys == [\"policy.yaml\"])" --arg cm "$policy_volume"
+    policy_file=$work/policy-${target//[\/+]/_}.yaml
+    jq -r --arg cm "$policy_volume" '.[] | select(.kind == "ConfigMap" and .metadata.name == $cm) | .data["policy.yaml"]' "$json" > "$policy_file"
+    if ! problems=$("$node" --input-type=module -e '
+        import { readFileSync } from "node:fs"
+        import { parsePolicy } from "./src/config/policy.ts"
+        try {
+          parsePolicy(readFileSync(process.argv[1], "utf8"), "policy.yaml")
+        } catch (error) {
+          console.error(error instanceof Error ? error.message : String(error))
+          process.exit(1)
+        }
+      ' "$policy_file" 2>&1); then
+      fail "$target" "the shipped policy does not load: ${problems//$'\n'/ }"
+    fi
+  fi
+  case $target in
+    overlays/gke | overlays/kind | compose/*)
+      jq -j --arg cm "$policy_volume" '.[] | select(.kind == "ConfigMap" and .metadata.name == $cm) | .data["policy.yaml"]' "$json" \
+        | cmp -s - config/policies/gke-beta.yaml || fail "$target" "the shipped policy is not config/policies/gke-beta.yaml"
+      ;;
+    overlays/generic)
+      jq -j --arg cm "$policy_volume" '.[] | select(.kind == "ConfigMap" and .metadata.name == $cm) | .data["policy.yaml"]' "$json" \
+        | cmp -s - config/policies/generic.yaml || fail "$target" "the shipped policy is not config/policies/generic.yaml"
+      ;;
+  esac
+  case $target in
+    overlays/kind)
+      check "kind: image servicecidr-guard:e2e, imagePullPolicy Never" "$defs podspec.containers[0] | .image == \"servicecidr-guard:e2e\" and .imagePullPolicy == \"Never\"" ;;
+    *)
+      check "image servicecidr-guard, pulled IfNotPresent" "$defs podspec.containers[0] | (.image | startswith(\"servicecidr-guard:\")) and .imagePullPolicy == \"IfNotPresent\"" ;;
+  esac
+  case $target in
+    compose/gke+prometheus)
+      check "ServiceMonitor scrapes the metrics Service, which selects the Pods" "$defs one(\"ServiceMonitor\") as \$sm |
+        [.[] | select(.kind == \"Service\" and (.metadata.labels as \$l | \$sm.spec.selector.matchLabels | to_entries | all(\$l[.key] == .value)))] as \$svcs |
+        (\$svcs | length == 1) and (\$svcs[0].spec.ports | map(.name) | index(\$sm.spec.endpoints[0].port) != null)
+        and (\$svcs[0].spec.ports[0].targetPort == \"health\")"
+      check "PrometheusRule alerts: range filling up, webhook down, cache not synced, policy reload failing" "$defs
+        [one(\"PrometheusRule\").spec.groups[].rules[] | .expr] | join(\" \") |
+        contains(\"servicecidr_guard_servicecidr_addresses_in_use\") and contains(\"servicecidr_guard_servicecidr_usable_addresses\")
+        and contains(\"servicecidr_guard_cache_synced == 0\") and contains(\"servicecidr_guard_policy_reload_errors_total\") and contains(\"up{\")"
+      promtool=${PROMTOOL:-$(command -v promtool || true)}
+      if [[ -n $promtool ]]; then
+        jq '.[] | select(.kind == "PrometheusRule") | .spec' "$json" > "$work/rules.json"
+        if ! "$promtool" check rules "$work/rules.json" > "$work/promtool.out" 2>&1; then
+          fail "$target" "promtool check rules: $(cat "$work/promtool.out")"
+        else
+          log "$target: promtool check rules: $(tr '\n' ' ' < "$work/promtool.out")"
+        fi
+        # config/prometheus/rules_test.yaml reads rules.json from its own directory.
+        cp config/prometheus/rules_test.yaml "$work/rules_test.yaml"
+        if ! (cd "$work" && "$promtool" test rules rules_test.yaml) > "$work/promtool.out" 2>&1; then
+          fail "$target" "promtool test rules (config/prometheus/rules_test.yaml): $(cat "$work/promtool.out")"
+        else
+          log "$target: promtool test rules: $(tr '\n' ' ' < "$work/promtool.out")"
+        fi
+      else
+        log "$target: promtool not found (make promtool, or set PROMTOOL): PrometheusRule not checked"
+      fi
+      ;;
+    compose/gke+external-issuer)
+      check "external issuer: serving certificate from ClusterIssuer my-ca, no bootstrap CA objects left" "$defs
+        (one(\"Certificate\").spec.issuerRef == {group: \"cert-manager.io\", kind: \"ClusterIssuer\", name: \"my-ca\"}) and (objs(\"Issuer\") | length == 0)"
+      ;;
+  esac
+done
+
+if [[ -n ${OUT:-} ]]; then log "built manifests kept in $out"; fi
+if (( failures > 0 )); then
+  log "$failures check(s) failed"
+  exit 1
+fi
+log "all ${#targets[@]} kustomizations build and pass"
