@@ -1,6 +1,7 @@
 // Picks the harness for E2E_TARGET (local, kind; unset: local when .local/env exists) and adds what
 // every target shares: the baseline policy, and a metrics snapshot before anything that resets a
-// component's counters, so the summary covers the whole run.
+// component's counters (a restart), so the summary adds up the whole run: the snapshots taken just
+// before each reset plus what the components report at the end.
 
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -21,8 +22,6 @@ export function baselinePolicy(): string {
 export interface E2EHarness extends Harness {
   /** Puts the baseline policy back in force (nothing to do when it already is). */
   resetPolicy(): Promise<void>
-  /** Saves the current metrics of apiserver and webhook for the summary. */
-  snapshotMetrics(reason: string): Promise<void>
 }
 
 function save(kind: string, reason: string, texts: readonly string[]): void {
@@ -54,11 +53,6 @@ class SharedActions implements E2EHarness {
 
   get cluster(): Harness['cluster'] {
     return this.inner.cluster
-  }
-
-  async snapshotMetrics(reason: string): Promise<void> {
-    save('apiserver', reason, [await this.inner.cluster.metrics()])
-    save('webhook', reason, await this.inner.webhookMetrics())
   }
 
   async restartApiserver(): Promise<void> {
