@@ -38,12 +38,18 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
   return usernames.includes(request.userInfo.username) || request.userInfo.groups.some((group) => groups.includes(group))
 }
 
-/** Applies spec.enforcement to the violations found. */
+/**
+ * Applies spec.enforcement to the violations found. A ValidCIDR violation is kube-apiserver's own
+ * validation (validateServiceCIDRSpec, ValidateServiceCIDRUpdate), which refuses the object whatever
+ * this policy's enforcement: Warn and Audit never let it through. The webhook never meets one (the
+ * apiserver validates before admission); offline checks of manifests do.
+ */
 function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
   if (violations.length === 0) return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
   const reasons = violations.map((violation) => violation.message).join('; ')
   const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
-  switch (policy.enforcement) {
+  const invalid = violations.some((violation) => violation.rule === 'ValidCIDR')
+  switch (invalid ? 'Deny' : policy.enforcement) {
     case 'Deny':
       return { allowed: false, violations, warnings: [], message, bypass: undefined, cidrs }
     case 'Warn':
