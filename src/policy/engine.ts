@@ -9,7 +9,7 @@ import { overlap } from './rules/overlap.ts'
 import { prefixLength } from './rules/prefix-length.ts'
 import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
-import { validateSpec } from './rules/valid-cidrs.ts'
+import { validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
 import { toServiceCIDRRecord } from './state.ts'
 import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, Violation } from './types.ts'
 
@@ -130,6 +130,8 @@ export function decide(policy: Policy, view: ClusterView | undefined, request: R
       // (ValidateServiceCIDRUpdate, https://issues.k8s.io/131261): only what is added is checked.
       // Metadata-only updates, such as kube-controller-manager's finalizer patches, always pass:
       // refusing them would leave a ServiceCIDR Terminating forever.
+      const changed = validateUpdate(oldObject.cidrs, object.cidrs)
+      if (changed.length > 0) return enforce(policy, `ServiceCIDR "${name}"`, changed, object.cidrs, '')
       const added = object.cidrs.filter((cidr) => !oldObject.cidrs.includes(cidr))
       if (added.length === 0) return allow('MetadataOnly')
       return admit(policy, view, name, object.cidrs, added)
