@@ -22,13 +22,13 @@ export interface Orphans {
   readonly sample: readonly IPAddressRecord[]
 }
 
-interface Interval {
+export interface Interval {
   first: bigint
   last: bigint
 }
 
-/** The parts of `range` that no interval covers, in order. */
-function gaps(range: Interval, covered: Interval[]): Interval[] {
+/** The parts of `range` that no interval covers, in order. Sorts `covered` in place. */
+export function gaps(range: Interval, covered: Interval[]): Interval[] {
   covered.sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0))
   const result: Interval[] = []
   let cursor = range.first
