@@ -40,12 +40,14 @@ t.test('orphans: addresses no ServiceCIDR contains, network and IPv4 broadcast a
   // 10.0.0.0 and 10.0.0.255 are a's network and broadcast addresses; fd00:: is b's network
   // address, but its IPv6 all-ones address fd00::ff is contained. 10.9.9.9 is not allocator-managed.
   t.strictSame(report.orphans.map((address) => address.name), ['9.255.255.255', '10.0.0.0', '10.0.0.255', '10.0.2.1', 'fd00::', 'fd00::100'])
+  t.end()
 })
 
 t.test('orphans: overlapping and nested ServiceCIDRs cover the union of their ranges', (t) => {
   const cluster = state({ big: ['10.0.0.0/16'], small: ['10.0.5.0/24'], next: ['10.1.0.0/24'] }, ['10.0.5.0', '10.0.255.255', '10.1.0.0', '10.1.0.9'])
   const report = auditCluster(policy('{overlap: Allow}'), cluster, user)
   t.strictSame(report.orphans.map((address) => address.name), ['10.0.255.255', '10.1.0.0'])
+  t.end()
 })
 
 t.test('utilisation counts allocator-managed addresses in the allocatable range, percent to one decimal', (t) => {
@@ -65,6 +67,7 @@ t.test('utilisation counts allocator-managed addresses in the allocatable range,
   t.equal(one('fd00::1', 'fd00::/124'), 6.7)
   t.equal(one('fd00::1', 'fd00::/126'), 33.3)
   t.equal(one('fd00::1', 'fd00::/127'), 100)
+  t.end()
 })
 
 t.test('each ServiceCIDR is reviewed as a CREATE against the others; the apiserver default is exempt', (t) => {
@@ -76,11 +79,13 @@ t.test('each ServiceCIDR is reviewed as a CREATE against the others; the apiserv
     ['kubernetes', true, 'ApiserverDefault', []],
   ])
   t.strictSame(report.serviceCIDRs.map(({ utilisation: used }) => used.map(({ inUse }) => inUse)), [[0], [1], [2]], 'the default still reports its utilisation (10.96.4.4 is in both)')
+  t.end()
 })
 
 t.test('AllowExpansion: of a range and one it strictly contains, only the contained one is flagged', (t) => {
   const report = auditCluster(policy('{overlap: AllowExpansion}'), state({ wide: ['10.0.0.0/16'], narrow: ['10.0.1.0/24'] }, []), user)
   t.strictSame(report.serviceCIDRs.map(({ record, decision }) => [record.name, decision.allowed]), [['narrow', false], ['wide', true]])
+  t.end()
 })
 
 t.test('viewWithout hides one ServiceCIDR and nothing else', (t) => {
@@ -91,6 +96,7 @@ t.test('viewWithout hides one ServiceCIDR and nothing else', (t) => {
   t.equal(view.serviceCIDR('b')?.name, 'b')
   t.equal(view.addressesBetween('IPv4', 0n, (1n << 32n) - 1n).length, 1)
   t.strictSame([...view.pendingServiceCIDRs()], [])
+  t.end()
 })
 
 const auditFixture = ['audit', '--policy', fixture.gkePolicy, '--cluster', fixture.auditCluster]

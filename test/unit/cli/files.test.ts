@@ -27,6 +27,7 @@ t.test('multi-document YAML, empty documents skipped but counted', (t) => {
   ])
   t.strictSame(file.serviceCIDRs[1]?.object, { metadata: { name: 'b', labels: undefined, deletionTimestamp: undefined }, spec: { cidrs: ['10.0.1.0/24'] } })
   t.strictSame(names(objects('')), [[], []], 'an empty file holds nothing')
+  t.end()
 })
 
 t.test('the API\'s own ServiceCIDRList and IPAddressList: items without kind and apiVersion', (t) => {
@@ -41,18 +42,21 @@ t.test('the API\'s own ServiceCIDRList and IPAddressList: items without kind and
   t.strictSame(file.ipAddresses[0]?.object.spec, { parentRef: { group: '', resource: 'services', namespace: 'ns', name: 'web' } })
   const cidrs = objects('apiVersion: networking.k8s.io/v1\nkind: ServiceCIDRList\nitems:\n- metadata: {name: a}\n  spec: {cidrs: [10.0.0.0/24]}\n')
   t.strictSame(names(cidrs), [['a'], []])
+  t.end()
 })
 
 t.test('a deletionTimestamp marks the ServiceCIDR Terminating', (t) => {
   const built = buildClusterState([objects('apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: a, deletionTimestamp: "2026-11-28T16:40:12Z"}\nspec: {cidrs: [10.0.0.0/24]}\n')])
   t.ok(built.ok)
   if (built.ok) t.equal(built.value.serviceCIDR('a')?.deleting, true)
+  t.end()
 })
 
 t.test('JSON with a syntax error is reported by the YAML parser, with a line', (t) => {
   const read = readObjects('{"kind": "ServiceCIDR",\n  "metadata": {"name": "a"}\n', 'bad.json')
   t.notOk(read.ok)
   if (!read.ok) t.match(read.error, /^bad\.json, document 1: not valid YAML: .* at line 3/)
+  t.end()
 })
 
 t.test('every malformed object is an error naming the file, document and item', (t) => {
@@ -78,6 +82,7 @@ t.test('every malformed object is an error naming the file, document and item', 
     t.notOk(read.ok, name)
     if (!read.ok) t.match(read.error, error, name)
   }
+  t.end()
 })
 
 t.test('cluster files: names must be unique and valid, CIDRs must parse', (t) => {
@@ -95,6 +100,7 @@ t.test('cluster files: names must be unique and valid, CIDRs must parse', (t) =>
     t.equal(built.value.serviceCIDRCount, 1)
     t.equal(built.value.ipAddressCount, 2)
   }
+  t.end()
 })
 
 t.test('manifests hold ServiceCIDRs only', (t) => {
@@ -103,4 +109,5 @@ t.test('manifests hold ServiceCIDRs only', (t) => {
   const fine = readManifests([objects(serviceCIDR('a', '10.0.0.0/24')), objects(serviceCIDR('b', 'x'))])
   t.ok(fine.ok)
   if (fine.ok) t.strictSame(fine.value.map(({ object }) => object.spec?.cidrs), [['10.0.0.0/24'], ['x']], 'invalid CIDRs are left for the engine to deny')
+  t.end()
 })
