@@ -268,3 +268,25 @@ t.test('--help describes the command, the exemptions caveat and the exit codes',
   t.match(stdout, 'spec.exemptions do not apply\nunless --as USER [--as-group GROUP]')
   t.match(stdout, 'Exit status: 0 all admitted, 1 any denied, 2 usage, policy or input error.')
 })
+
+t.test('an UPDATE may add the other family to a single-CIDR ServiceCIDR, and change nothing else', async (t) => {
+  const dir = t.testdir()
+  const policy = join(dir, 'open.yaml')
+  await writeFile(policy, 'apiVersion: servicecidr-guard/v1alpha1\nkind: Policy\nspec: {}\n')
+  const manifest = async (name: string, cidrs: string[]): Promise<string> => {
+    const path = join(dir, name)
+    await writeFile(path, JSON.stringify({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'extra-a' }, spec: { cidrs } }))
+    return path
+  }
+  const cases: [string, string[], number, string][] = [
+    ['dual-stack', ['34.118.228.0/24', 'fd00:1::/112'], 0, 'ADMITTED UPDATE ServiceCIDR "extra-a" 34.118.228.0/24, fd00:1::/112'],
+    ['first CIDR changed', ['fd00:1::/112', '34.118.228.0/24'], 1, '  - ValidCIDR: spec.cidrs[0]: Invalid value: "fd00:1::/112": field is immutable'],
+    ['same family twice', ['34.118.228.0/24', '34.118.229.0/24'], 1, '  - ValidCIDR: spec.cidrs: Invalid value: may specify no more than one IP for each IP family'],
+    ['emptied', [], 1, '  - ValidCIDR: spec.cidrs: Invalid value: []: field is immutable'],
+  ]
+  for (const [name, cidrs, code, line] of cases) {
+    const result = await run(['check', '--policy', policy, '--cluster', fixture.gkeCluster, await manifest(`${name}.json`, cidrs)])
+    t.equal(result.code, code, name)
+    t.match(result.stdout, line, name)
+  }
+})
