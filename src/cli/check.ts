@@ -84,9 +84,9 @@ unless --as USER [--as-group GROUP] names someone they exempt.
 Exit status: 0 all admitted, 1 any denied, 2 usage, policy or input error.
 
 Examples:
-  servicecidr-guard check --policy policy.yaml --cluster dump.yaml new-servicecidr.yaml
-  kubectl get servicecidrs,ipaddresses -o yaml > dump.yaml
-  servicecidr-guard check --policy policy.yaml --cluster dump.yaml --delete old-range -o json
+  kubectl get servicecidrs,ipaddresses -o json > dump.json
+  servicecidr-guard check --policy policy.yaml --cluster dump.json new-servicecidr.yaml
+  servicecidr-guard check --policy policy.yaml --cluster dump.json --delete old-range -o json
   cat servicecidr.yaml | servicecidr-guard check --policy policy.yaml -`)
     .action(async (manifests: string[], flags: Flags) => {
       if (manifests.length === 0 && (flags.delete ?? []).length === 0) {
