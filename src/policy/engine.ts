@@ -9,7 +9,7 @@ import { overlap } from './rules/overlap.ts'
 import { prefixLength } from './rules/prefix-length.ts'
 import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
-import { validateSpec } from './rules/valid-cidrs.ts'
+import { validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
 import { toServiceCIDRRecord } from './state.ts'
 import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, Violation } from './types.ts'
 
@@ -38,12 +38,18 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
   return usernames.includes(request.userInfo.username) || request.userInfo.groups.some((group) => groups.includes(group))
 }
 
-/** Applies spec.enforcement to the violations found. */
+/**
+ * Applies spec.enforcement to the violations found. A ValidCIDR violation is kube-apiserver's own
+ * validation (validateServiceCIDRSpec, ValidateServiceCIDRUpdate), which refuses the object whatever
+ * this policy's enforcement: Warn and Audit never let it through. The webhook never meets one (the
+ * apiserver validates before admission); offline checks of manifests do.
+ */
 function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
   if (violations.length === 0) return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
   const reasons = violations.map((violation) => violation.message).join('; ')
   const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
-  switch (policy.enforcement) {
+  const invalid = violations.some((violation) => violation.rule === 'ValidCIDR')
+  switch (invalid ? 'Deny' : policy.enforcement) {
     case 'Deny':
       return { allowed: false, violations, warnings: [], message, bypass: undefined, cidrs }
     case 'Warn':
@@ -124,6 +130,8 @@ export function decide(policy: Policy, view: ClusterView | undefined, request: R
       // (ValidateServiceCIDRUpdate, https://issues.k8s.io/131261): only what is added is checked.
       // Metadata-only updates, such as kube-controller-manager's finalizer patches, always pass:
       // refusing them would leave a ServiceCIDR Terminating forever.
+      const changed = validateUpdate(oldObject.cidrs, object.cidrs)
+      if (changed.length > 0) return enforce(policy, `ServiceCIDR "${name}"`, changed, object.cidrs, '')
       const added = object.cidrs.filter((cidr) => !oldObject.cidrs.includes(cidr))
       if (added.length === 0) return allow('MetadataOnly')
       return admit(policy, view, name, object.cidrs, added)
