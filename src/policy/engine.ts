@@ -1,6 +1,7 @@
 // The heart of servicecidr-guard: (policy, cluster view, request) -> decision. Pure: no I/O, no
 // clock, no logger. The webhook and the command line both call `decide`, so they cannot disagree.
 
+import { capacityWarnings } from './capacity.ts'
 import { findFreePrefix } from './plan.ts'
 import { allowedRanges } from './rules/allowed-ranges.ts'
 import { deniedRanges } from './rules/denied-ranges.ts'
@@ -11,7 +12,7 @@ import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
 import { validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
 import { toServiceCIDRRecord } from './state.ts'
-import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, Violation } from './types.ts'
+import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest, Violation } from './types.ts'
 
 export const admitRules: readonly AdmitRule[] = [allowedRanges, deniedRanges, prefixLength, overlap]
 export const deleteRules: readonly DeleteRule[] = [protectedNames, inUse]
@@ -101,7 +102,22 @@ function remove(policy: Policy, view: ClusterView | undefined, target: ServiceCI
     violations.push(...rule.check(context, view as ClusterView))
   }
   const cidrs = target.cidrs.map((prefix) => prefix.text)
-  return enforce(policy, `Deleting ServiceCIDR "${target.name}"`, violations, cidrs, '')
+  const decision = enforce(policy, `Deleting ServiceCIDR "${target.name}"`, violations, cidrs, '')
+  if (!decision.allowed || view === undefined) return decision
+  const warnings = capacityWarnings(policy, view, target.cidrs.map((prefix) => prefix.family), target.name)
+  return warnings.length === 0 ? decision : { ...decision, warnings: [...decision.warnings, ...warnings] }
+}
+
+/**
+ * A Service CREATE, sent only if the optional capacity webhook is installed: always allowed (it
+ * must never stand between a team and its Service), with a warning when addresses run low.
+ */
+export function decideService(policy: Policy, view: ClusterView | undefined, request: ServiceReviewRequest): Decision {
+  // The cluster's default family is the first of the ServiceCIDR kube-apiserver made from
+  // --service-cluster-ip-range.
+  const primary = view?.serviceCIDR(defaultServiceCIDRName)?.cidrs[0]?.family ?? 'IPv4'
+  const warnings = view === undefined ? [] : capacityWarnings(policy, view, request.families ?? [primary])
+  return { allowed: true, violations: [], warnings, message: '', bypass: 'NothingToCheck', cidrs: [] }
 }
 
 /**
