@@ -140,9 +140,11 @@ for target in "${targets[@]}"; do
     and ([.livenessProbe, .readinessProbe, .startupProbe] | all(.httpGet.port == \"health\"))
     and (.ports | map(select(.name == \"health\"))[0].containerPort) == 8081"
   check "memory limit and requests set" "$defs podspec.containers[0].resources | .limits.memory != null and .requests.memory != null and .requests.cpu != null"
-  check "shutdown fits the grace period (preStop sleep + --shutdown-timeout < terminationGracePeriodSeconds)" "$defs podspec |
+  # serve's own default --shutdown-delay is 5 s (src/cli/serve.ts) when the args do not set it.
+  check "shutdown fits the grace period (preStop sleep + --shutdown-delay + --shutdown-timeout < terminationGracePeriodSeconds)" "$defs podspec |
     (.containers[0].args | index(\"--shutdown-timeout\") as \$i | .[\$i + 1] | tonumber) as \$drain |
-    (.containers[0].lifecycle.preStop.sleep.seconds // 0) + \$drain < .terminationGracePeriodSeconds"
+    (.containers[0].args | (index(\"--shutdown-delay\") // null) as \$i | if \$i == null then 5 else (.[\$i + 1] | tonumber) end) as \$delay |
+    (.containers[0].lifecycle.preStop.sleep.seconds // 0) + \$delay + \$drain < .terminationGracePeriodSeconds"
   check "topology spread over nodes (ScheduleAnyway) and preferred anti-affinity" "$defs podspec |
     ([.topologySpreadConstraints[] | select(.topologyKey == \"kubernetes.io/hostname\" and .whenUnsatisfiable == \"ScheduleAnyway\")] | length == 1)
     and (.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution | length > 0)
