@@ -1,7 +1,7 @@
 // Synthetic clusters for the benchmarks, shaped as the apiserver returns them.
 
 import { formatAddress } from '../src/policy/ip.ts'
-import { ClusterState, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../src/policy/state.ts'
+import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../src/policy/state.ts'
 
 /** 1,000 /24 ServiceCIDRs side by side from 10.0.0.0, plus the default `kubernetes` range. */
 export function serviceCIDRObjects(count: number): ObjectLike[] {
@@ -36,17 +36,20 @@ export function ipAddressObject(value: bigint, index: number): ObjectLike {
 export const bigRange = '172.16.0.0/15'
 const bigRangeFirst = (172n << 24n) | (16n << 16n)
 
-export function ipAddressObjects(count: number): ObjectLike[] {
-  const objects: ObjectLike[] = []
-  for (let i = 0; i < count; i++) objects.push(ipAddressObject(bigRangeFirst + 1n + BigInt(i), i))
-  return objects
-}
 
 export function buildState(serviceCIDRs: number, ipAddresses: number): ClusterState {
   const state = new ClusterState()
   state.replaceServiceCIDRs(serviceCIDRObjects(serviceCIDRs).flatMap((object) => toServiceCIDRRecord(object) ?? []))
   state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'big' }, spec: { cidrs: [bigRange] } })!)
-  state.replaceIPAddresses(ipAddressObjects(ipAddresses).flatMap((object) => toIPAddressRecord(object) ?? []))
+  // One object at a time, projected at once, as the reflector does a page at a time: the full
+  // objects never all exist together.
+  const pool = new StringPool()
+  const records = []
+  for (let i = 0; i < ipAddresses; i++) {
+    const record = toIPAddressRecord(ipAddressObject(bigRangeFirst + 1n + BigInt(i), i), pool)
+    if (record) records.push(record)
+  }
+  state.replaceIPAddresses(records)
   return state
 }
 

@@ -93,7 +93,10 @@ paths[compose/gke+external-issuer]=$(compose external-issuer \
   '      - op: replace' \
   '        path: /spec/issuerRef' \
   '        value: {group: cert-manager.io, kind: ClusterIssuer, name: my-ca}')
-targets+=(compose/gke+prometheus compose/gke+external-issuer)
+paths[compose/gke+capacity-warnings]=$(compose capacity-warnings \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/capacity-warnings]')
+targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings)
 
 # Common jq definitions, applied to the array of built objects.
 # shellcheck disable=SC2016 # jq variables, not shell ones
@@ -137,9 +140,11 @@ for target in "${targets[@]}"; do
     and ([.livenessProbe, .readinessProbe, .startupProbe] | all(.httpGet.port == \"health\"))
     and (.ports | map(select(.name == \"health\"))[0].containerPort) == 8081"
   check "memory limit and requests set" "$defs podspec.containers[0].resources | .limits.memory != null and .requests.memory != null and .requests.cpu != null"
-  check "shutdown fits the grace period (preStop sleep + --shutdown-timeout < terminationGracePeriodSeconds)" "$defs podspec |
+  # serve's own default --shutdown-delay is 5 s (src/cli/serve.ts) when the args do not set it.
+  check "shutdown fits the grace period (preStop sleep + --shutdown-delay + --shutdown-timeout < terminationGracePeriodSeconds)" "$defs podspec |
     (.containers[0].args | index(\"--shutdown-timeout\") as \$i | .[\$i + 1] | tonumber) as \$drain |
-    (.containers[0].lifecycle.preStop.sleep.seconds // 0) + \$drain < .terminationGracePeriodSeconds"
+    (.containers[0].args | (index(\"--shutdown-delay\") // null) as \$i | if \$i == null then 5 else (.[\$i + 1] | tonumber) end) as \$delay |
+    (.containers[0].lifecycle.preStop.sleep.seconds // 0) + \$delay + \$drain < .terminationGracePeriodSeconds"
   check "topology spread over nodes (ScheduleAnyway) and preferred anti-affinity" "$defs podspec |
     ([.topologySpreadConstraints[] | select(.topologyKey == \"kubernetes.io/hostname\" and .whenUnsatisfiable == \"ScheduleAnyway\")] | length == 1)
     and (.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution | length > 0)
@@ -160,7 +165,8 @@ for target in "${targets[@]}"; do
     and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard\", namespace: \"$namespace\"}]"
 
   # --- ValidatingWebhookConfiguration ---
-  check "webhook: failurePolicy Fail, sideEffects None, AdmissionReview v1, short timeout" "$defs vwc.webhooks | length == 1 and all(
+  # (config/capacity-warnings adds a second, warning-only webhook; it is checked below.)
+  check "webhook: failurePolicy Fail, sideEffects None, AdmissionReview v1, short timeout" "$defs [vwc.webhooks[0]] | all(
     .failurePolicy == \"Fail\" and .sideEffects == \"None\" and .admissionReviewVersions == [\"v1\"]
     and .timeoutSeconds <= 10 and .matchPolicy == \"Equivalent\" and .name == \"validate.servicecidr-guard.dev\")"
   check "webhook rules: servicecidrs v1+v1beta1 CREATE/UPDATE/DELETE, cluster scope, no status subresource" "$defs vwc.webhooks[0].rules == [{
@@ -262,11 +268,19 @@ for target in "${targets[@]}"; do
         log "$target: promtool not found (make promtool, or set PROMTOOL): PrometheusRule not checked"
       fi
       ;;
+    compose/gke+capacity-warnings)
+      check "capacity webhook: Service CREATEs only, never blocks (Ignore), same endpoint, skips headless" "$defs
+        one(\"ValidatingWebhookConfiguration\").webhooks as \$w | (\$w | length == 2) and (\$w[1] |
+          .name == \"capacity.servicecidr-guard.dev\" and .failurePolicy == \"Ignore\" and .sideEffects == \"None\"
+          and .rules == [{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"], resources: [\"services\"], scope: \"Namespaced\"}]
+          and .clientConfig == \$w[0].clientConfig and (.matchConditions | length == 1))"
+      ;;
     compose/gke+external-issuer)
       check "external issuer: serving certificate from ClusterIssuer my-ca, no bootstrap CA objects left" "$defs
         (one(\"Certificate\").spec.issuerRef == {group: \"cert-manager.io\", kind: \"ClusterIssuer\", name: \"my-ca\"}) and (objs(\"Issuer\") | length == 0)"
       ;;
   esac
+  [[ $target == compose/gke+capacity-warnings ]] || check "exactly one webhook: the ServiceCIDR one" "$defs vwc.webhooks | length == 1"
 done
 
 if [[ -n ${OUT:-} ]]; then log "built manifests kept in $out"; fi

@@ -2,7 +2,8 @@
 // apiserver sent; encoding turns a Decision into the response the apiserver expects. No I/O.
 
 import { Ajv } from 'ajv'
-import type { Decision, Operation, ReviewRequest, ServiceCIDRObject } from '../policy/types.ts'
+import type { Family } from '../policy/ip.ts'
+import type { Decision, Operation, ReviewRequest, ServiceCIDRObject, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
 
 export const admissionAPIVersion = 'admission.k8s.io/v1'
@@ -14,7 +15,7 @@ interface RawObject {
   apiVersion?: string
   kind?: string
   metadata?: { name?: string }
-  spec?: { cidrs?: string[] }
+  spec?: { cidrs?: string[], type?: string, clusterIP?: string, ipFamilies?: string[] }
 }
 
 interface RawRequest {
@@ -23,6 +24,7 @@ interface RawRequest {
   resource?: { group: string, version: string, resource: string }
   subResource?: string
   name?: string
+  namespace?: string
   operation: Operation
   userInfo?: { username?: string, groups?: string[] }
   object?: RawObject | null
@@ -85,6 +87,7 @@ const isReview = ajv.compile<RawReview>(reviewSchema)
 
 export type Decoded =
   | { readonly ok: true, readonly uid: string, readonly request: ReviewRequest }
+  | { readonly ok: true, readonly uid: string, readonly service: ServiceReviewRequest }
   | { readonly ok: false, readonly uid: string, readonly error: ErrorCode, readonly detail: string }
 
 /** The request uid if one can be found: every response echoes it, even an error. */
@@ -100,6 +103,22 @@ function toServiceCIDR(raw: RawObject | null | undefined, fallbackName: string):
   return { name: raw.metadata?.name ?? fallbackName, cidrs: raw.spec?.cidrs ?? [] }
 }
 
+/**
+ * A Service CREATE for the optional capacity webhook. By the time validating admission runs, the
+ * apiserver has allocated the ClusterIPs and set spec.ipFamilies; without them, the cluster's
+ * default family applies. Headless and ExternalName Services take no address.
+ */
+function toServiceReview(raw: RawRequest): ServiceReviewRequest {
+  const spec = raw.object?.spec ?? {}
+  const takesNone = spec.type === 'ExternalName' || spec.clusterIP === 'None'
+  const families = (spec.ipFamilies ?? []).filter((family): family is Family => family === 'IPv4' || family === 'IPv6')
+  return {
+    namespace: raw.namespace ?? '',
+    name: raw.name ?? raw.object?.metadata?.name ?? '',
+    families: takesNone ? [] : families.length > 0 ? families : undefined,
+  }
+}
+
 export function decodeReview(body: unknown): Decoded {
   const uid = findUID(body)
   if (!isReview(body)) {
@@ -108,6 +127,9 @@ export function decodeReview(body: unknown): Decoded {
     return { ok: false, uid, error: errors.invalidReview, detail }
   }
   const raw = body.request
+  if (raw.kind.group === '' && raw.kind.version === 'v1' && raw.kind.kind === 'Service' && raw.operation === 'CREATE' && !raw.subResource) {
+    return { ok: true, uid, service: toServiceReview(raw) }
+  }
   if (raw.kind.group !== group || raw.kind.kind !== 'ServiceCIDR' || !versions.has(raw.kind.version) || (raw.subResource ?? '') !== '') {
     const what = `${raw.kind.group || 'core'}/${raw.kind.version} ${raw.kind.kind}${raw.subResource ? ` (subresource ${raw.subResource})` : ''}`
     return { ok: false, uid, error: errors.unsupportedResource, detail: `got ${what}` }

@@ -1,9 +1,9 @@
 // One review, start to finish, without I/O: decode the AdmissionReview, decide, encode. The
 // cluster is reached only through the port below, so tests build a reviewer the way production does.
 
-import { decide } from '../policy/engine.ts'
+import { decide, decideService } from '../policy/engine.ts'
 import { toServiceCIDRRecord } from '../policy/state.ts'
-import type { ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord } from '../policy/types.ts'
+import type { ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
 import { decodeReview, encodeDecision, encodeError, type AdmissionReviewOut } from './review.ts'
 
@@ -24,6 +24,8 @@ export interface Outcome {
   readonly status: number
   readonly review: AdmissionReviewOut
   readonly request?: ReviewRequest
+  /** Set instead of `request` for a Service CREATE (capacity warnings). */
+  readonly service?: ServiceReviewRequest
   readonly decision?: Decision
   readonly error?: { readonly code: string, readonly detail: string }
 }
@@ -49,6 +51,10 @@ export function createReviewer({ policy, cluster }: ReviewerOptions): Reviewer {
   return (body) => {
     const decoded = decodeReview(body)
     if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail)
+    if ('service' in decoded) {
+      const decision = decideService(policy(), cluster.view(), decoded.service)
+      return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service }
+    }
     const { uid, request } = decoded
     // decide() and reserve() run in one synchronous step: no other review can interleave, so of
     // two overlapping CREATEs arriving together the second sees the first's reservation.

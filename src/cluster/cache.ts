@@ -2,7 +2,7 @@
 // held as small records in a ClusterState. Decisions read it from memory; nothing LISTs per request.
 
 import type { KubeConfig } from '@kubernetes/client-node'
-import { ClusterState, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
+import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
 import type { ClusterView, ServiceCIDRRecord } from '../policy/types.ts'
 import { discoverVersion, group } from './api.ts'
 import { Reflector, type Log, type ReflectorSink } from './reflector.ts'
@@ -20,7 +20,7 @@ export interface ClusterCacheOptions {
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
 
-function sink(state: ClusterState, kind: 'servicecidrs' | 'ipaddresses'): ReflectorSink {
+function sink(state: ClusterState, kind: 'servicecidrs' | 'ipaddresses', pool: StringPool): ReflectorSink {
   if (kind === 'servicecidrs') {
     const records = (items: readonly ObjectLike[]): ServiceCIDRRecord[] =>
       items.flatMap((item) => toServiceCIDRRecord(item) ?? [])
@@ -38,10 +38,10 @@ function sink(state: ClusterState, kind: 'servicecidrs' | 'ipaddresses'): Reflec
   }
   return {
     replace: (items) => {
-      state.replaceIPAddresses(items.flatMap((item) => toIPAddressRecord(item) ?? []))
+      state.replaceIPAddresses(items.flatMap((item) => toIPAddressRecord(item, pool) ?? []))
     },
     upsert: (item) => {
-      const record = toIPAddressRecord(item)
+      const record = toIPAddressRecord(item, pool)
       if (record) state.upsertIPAddress(record)
     },
     remove: (item) => {
@@ -52,6 +52,7 @@ function sink(state: ClusterState, kind: 'servicecidrs' | 'ipaddresses'): Reflec
 
 export class ClusterCache {
   readonly state = new ClusterState()
+  private readonly strings = new StringPool()
   private readonly options: ClusterCacheOptions
   private readonly now: () => number
   private reflectors: Reflector[] = []
@@ -90,7 +91,7 @@ export class ClusterCache {
     this.reflectors = (['servicecidrs', 'ipaddresses'] as const).map((plural) => new Reflector({
       kubeConfig,
       resource: { group, version, plural },
-      sink: sink(this.state, plural),
+      sink: sink(this.state, plural, this.strings),
       log,
       now: this.now,
       ...(this.options.watchSeconds === undefined ? {} : { watchSeconds: this.options.watchSeconds }),

@@ -20,6 +20,7 @@ interface PolicyDocument {
     protectedNames?: string[]
     exemptions?: { usernames?: string[], groups?: string[] }
     enforcement?: Enforcement
+    capacity?: { warnWhenFreeBelow?: { ipv4?: number, ipv6?: number } }
   }
 }
 
@@ -109,6 +110,12 @@ export function policyFromObject(document: unknown, source: string): Policy {
     protectedNames: given.protectedNames ?? [],
     exemptions: { usernames: given.exemptions?.usernames ?? [], groups: given.exemptions?.groups ?? [] },
     enforcement: given.enforcement ?? 'Deny',
+    capacity: {
+      warnWhenFreeBelow: {
+        ...withDefined('IPv4', given.capacity?.warnWhenFreeBelow?.ipv4),
+        ...withDefined('IPv6', given.capacity?.warnWhenFreeBelow?.ipv6),
+      },
+    },
   }
 }
 

@@ -4,7 +4,7 @@
 // ServiceCIDRs that are not being deleted (pkg/registry/core/service/ipallocator/cidrallocator.go).
 
 import { allocatableRange, type Family } from './ip.ts'
-import type { ClusterView } from './types.ts'
+import type { ClusterView, Policy } from './types.ts'
 
 export interface Capacity {
   readonly family: Family
@@ -34,10 +34,11 @@ function union(intervals: Interval[]): Interval[] {
   return merged
 }
 
-export function capacity(view: ClusterView, family: Family): Capacity {
+/** The capacity of `family`; `without` leaves one ServiceCIDR out (the one being deleted). */
+export function capacity(view: ClusterView, family: Family, without?: string): Capacity {
   const ranges: Interval[] = []
   for (const record of view.serviceCIDRs()) {
-    if (record.deleting) continue
+    if (record.deleting || record.name === without) continue
     for (const prefix of record.cidrs) {
       const range = allocatableRange(prefix)
       if (prefix.family === family && range.first <= range.last) ranges.push({ ...range })
@@ -50,4 +51,25 @@ export function capacity(view: ClusterView, family: Family): Capacity {
     used += BigInt(view.addressesBetween(family, first, last).length)
   }
   return { family, usable, used, free: usable - used }
+}
+
+/**
+ * spec.capacity.warnWhenFreeBelow: one warning per family that has fallen below its threshold.
+ * `without` counts the cluster as it will be once that ServiceCIDR is gone.
+ */
+export function capacityWarnings(policy: Policy, view: ClusterView, families: readonly Family[], without?: string): string[] {
+  const warnings: string[] = []
+  for (const family of new Set(families)) {
+    const threshold = policy.capacity.warnWhenFreeBelow[family]
+    if (threshold === undefined) continue
+    const { free, usable } = capacity(view, family, without)
+    if (free >= BigInt(threshold)) continue
+    const state = without === undefined ? 'only' : `once ServiceCIDR "${without}" is gone, only`
+    const verb = without === undefined ? 'are' : 'will be'
+    warnings.push(
+      `servicecidr-guard: ${state} ${free} of ${usable} ${family} Service addresses ${verb} free in this cluster ` +
+        `(the policy warns below ${threshold}); add a ServiceCIDR before Services fail with "range is full"`,
+    )
+  }
+  return warnings
 }

@@ -22,18 +22,19 @@ export interface Orphans {
   readonly sample: readonly IPAddressRecord[]
 }
 
-interface Interval {
+export interface Interval {
   readonly first: bigint
   readonly last: bigint
 }
 
 const byFirst = (a: Interval, b: Interval): number => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
 
-/** The parts of `range` that no interval of `covered` covers, in order; each of `covered` lies within `range`. */
-function gaps(range: Interval, covered: readonly Interval[]): Interval[] {
+/** The parts of `range` that no interval of `covered` covers, in order. */
+export function gaps(range: Interval, covered: readonly Interval[]): Interval[] {
   const result: Interval[] = []
   let cursor = range.first
   for (const { first, last } of [...covered].sort(byFirst)) {
+    if (first > range.last) break
     if (first > cursor) result.push({ first: cursor, last: first - 1n })
     if (last >= cursor) cursor = last + 1n
   }

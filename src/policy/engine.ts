@@ -1,6 +1,7 @@
 // The heart of servicecidr-guard: (policy, cluster view, request) -> decision. Pure: no I/O, no
 // clock, no logger. The webhook and the command line both call `decide`, so they cannot disagree.
 
+import { capacityWarnings } from './capacity.ts'
 import { findFreePrefix } from './plan.ts'
 import { allowedRanges } from './rules/allowed-ranges.ts'
 import { deniedRanges } from './rules/denied-ranges.ts'
@@ -9,9 +10,9 @@ import { overlap } from './rules/overlap.ts'
 import { prefixLength } from './rules/prefix-length.ts'
 import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
-import { validateSpec } from './rules/valid-cidrs.ts'
+import { validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
 import { toServiceCIDRRecord } from './state.ts'
-import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, Violation } from './types.ts'
+import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest, Violation } from './types.ts'
 
 export const admitRules: readonly AdmitRule[] = [allowedRanges, deniedRanges, prefixLength, overlap]
 export const deleteRules: readonly DeleteRule[] = [protectedNames, inUse]
@@ -38,12 +39,18 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
   return usernames.includes(request.userInfo.username) || request.userInfo.groups.some((group) => groups.includes(group))
 }
 
-/** Applies spec.enforcement to the violations found. */
+/**
+ * Applies spec.enforcement to the violations found. A ValidCIDR violation is kube-apiserver's own
+ * validation (validateServiceCIDRSpec, ValidateServiceCIDRUpdate), which refuses the object whatever
+ * this policy's enforcement: Warn and Audit never let it through. The webhook never meets one (the
+ * apiserver validates before admission); offline checks of manifests do.
+ */
 function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
   if (violations.length === 0) return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
   const reasons = violations.map((violation) => violation.message).join('; ')
   const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
-  switch (policy.enforcement) {
+  const invalid = violations.some((violation) => violation.rule === 'ValidCIDR')
+  switch (invalid ? 'Deny' : policy.enforcement) {
     case 'Deny':
       return { allowed: false, violations, warnings: [], message, bypass: undefined, cidrs }
     case 'Warn':
@@ -95,7 +102,22 @@ function remove(policy: Policy, view: ClusterView | undefined, target: ServiceCI
     violations.push(...rule.check(context, view as ClusterView))
   }
   const cidrs = target.cidrs.map((prefix) => prefix.text)
-  return enforce(policy, `Deleting ServiceCIDR "${target.name}"`, violations, cidrs, '')
+  const decision = enforce(policy, `Deleting ServiceCIDR "${target.name}"`, violations, cidrs, '')
+  if (!decision.allowed || view === undefined) return decision
+  const warnings = capacityWarnings(policy, view, target.cidrs.map((prefix) => prefix.family), target.name)
+  return warnings.length === 0 ? decision : { ...decision, warnings: [...decision.warnings, ...warnings] }
+}
+
+/**
+ * A Service CREATE, sent only if the optional capacity webhook is installed: always allowed (it
+ * must never stand between a team and its Service), with a warning when addresses run low.
+ */
+export function decideService(policy: Policy, view: ClusterView | undefined, request: ServiceReviewRequest): Decision {
+  // The cluster's default family is the first of the ServiceCIDR kube-apiserver made from
+  // --service-cluster-ip-range.
+  const primary = view?.serviceCIDR(defaultServiceCIDRName)?.cidrs[0]?.family ?? 'IPv4'
+  const warnings = view === undefined ? [] : capacityWarnings(policy, view, request.families ?? [primary])
+  return { allowed: true, violations: [], warnings, message: '', bypass: 'NothingToCheck', cidrs: [] }
 }
 
 /**
@@ -124,6 +146,8 @@ export function decide(policy: Policy, view: ClusterView | undefined, request: R
       // (ValidateServiceCIDRUpdate, https://issues.k8s.io/131261): only what is added is checked.
       // Metadata-only updates, such as kube-controller-manager's finalizer patches, always pass:
       // refusing them would leave a ServiceCIDR Terminating forever.
+      const changed = validateUpdate(oldObject.cidrs, object.cidrs)
+      if (changed.length > 0) return enforce(policy, `ServiceCIDR "${name}"`, changed, object.cidrs, '')
       const added = object.cidrs.filter((cidr) => !oldObject.cidrs.includes(cidr))
       if (added.length === 0) return allow('MetadataOnly')
       return admit(policy, view, name, object.cidrs, added)

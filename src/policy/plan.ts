@@ -7,7 +7,7 @@ import type { ClusterView, Policy, PrefixBounds } from './types.ts'
  * Where to look when the policy sets no allowedRanges: the private ranges (RFC 1918 and the IPv6
  * unique local block, RFC 4193), never public space the cluster does not own.
  */
-const privateRanges: readonly Prefix[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fd00::/8'].map(mustParseCIDR)
+export const privateRanges: readonly Prefix[] = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fd00::/8'].map(mustParseCIDR)
 
 /**
  * The longest prefix whose allocatable addresses (hostsPerNetwork) hold `size`, widened to the

@@ -43,16 +43,29 @@ export function toServiceCIDRRecord(object: ObjectLike): ServiceCIDRRecord | und
   return { name, cidrs, invalid, deleting: deletionTimestamp !== undefined && deletionTimestamp !== null }
 }
 
-// Many IPAddresses share a namespace and group; keep one copy of each such string.
-const interned = new Map<string, string>()
-function intern(text: string): string {
-  const known = interned.get(text)
-  if (known !== undefined) return known
-  if (interned.size < 10_000) interned.set(text, text)
-  return text
+/**
+ * Keeps one copy of strings that many records repeat (namespaces, groups, label values): 100,000
+ * IPAddresses parsed from JSON otherwise hold 100,000 copies of "default".
+ */
+export class StringPool {
+  private readonly strings = new Map<string, string>()
+  private readonly limit: number
+
+  constructor(limit = 10_000) {
+    this.limit = limit
+  }
+
+  get(text: string): string {
+    const known = this.strings.get(text)
+    if (known !== undefined) return known
+    if (this.strings.size < this.limit) this.strings.set(text, text)
+    return text
+  }
 }
 
-export function toIPAddressRecord(object: ObjectLike): IPAddressRecord | undefined {
+const noPool = { get: (text: string): string => text }
+
+export function toIPAddressRecord(object: ObjectLike, pool: Pick<StringPool, 'get'> = noPool): IPAddressRecord | undefined {
   const name = object.metadata?.name
   const address = name === undefined ? undefined : parseAddress(name)
   if (name === undefined || address === undefined) return undefined
@@ -63,14 +76,14 @@ export function toIPAddressRecord(object: ObjectLike): IPAddressRecord | undefin
     name,
     family: address.family,
     value: address.value,
-    familyLabel: label === undefined ? undefined : intern(label),
+    familyLabel: label === undefined ? undefined : pool.get(label),
     managed: labels[managedByLabel] === managedByAllocator,
     parentRef: parent === undefined
       ? undefined
       : {
-          group: intern(parent.group ?? ''),
-          resource: intern(parent.resource ?? ''),
-          namespace: intern(parent.namespace ?? ''),
+          group: pool.get(parent.group ?? ''),
+          resource: pool.get(parent.resource ?? ''),
+          namespace: pool.get(parent.namespace ?? ''),
           name: parent.name ?? '',
         },
   }

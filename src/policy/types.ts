@@ -21,6 +21,8 @@ export interface Policy {
   readonly protectedNames: readonly string[]
   readonly exemptions: { readonly usernames: readonly string[], readonly groups: readonly string[] }
   readonly enforcement: Enforcement
+  /** Warn (never deny) when fewer free Service addresses than this remain, per family. */
+  readonly capacity: { readonly warnWhenFreeBelow: { readonly [F in Family]?: number } }
 }
 
 export interface ServiceCIDRRecord {
@@ -87,6 +89,14 @@ export interface AddressRange {
 }
 
 export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT'
+
+/** A Service CREATE, reviewed only to warn when Service addresses run low (capacity webhook). */
+export interface ServiceReviewRequest {
+  readonly namespace: string
+  readonly name: string
+  /** The families the Service takes ClusterIPs from; empty for headless and ExternalName; undefined: the cluster's default. */
+  readonly families: readonly Family[] | undefined
+}
 
 export interface UserInfo {
   readonly username: string

@@ -66,7 +66,7 @@ function edgeError(error: FastifyError): typeof errors[keyof typeof errors] {
 }
 
 function operationOf(outcome: Outcome): string {
-  return outcome.request?.operation ?? 'UNKNOWN'
+  return outcome.request?.operation ?? (outcome.service ? 'CREATE' : 'UNKNOWN')
 }
 
 function send(reply: FastifyReply, outcome: Outcome): FastifyReply {
@@ -94,16 +94,18 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
     metrics.reviews.inc({ operation, outcome: label })
     if (outcome.error) metrics.errors.inc({ code: outcome.error.code })
     else metrics.decisionSeconds.observe({ operation }, seconds)
-    const { request, decision } = outcome
+    const { request, decision, service } = outcome
     const line = {
       uid: outcome.uid,
       user: request?.userInfo.username,
       operation,
-      name: request?.name,
+      resource: service ? 'Service' : 'ServiceCIDR',
+      name: request?.name ?? (service && `${service.namespace}/${service.name}`),
       cidrs: decision?.cidrs,
       verdict: label,
       reason: decision?.message || decision?.bypass || decision?.violations.map((violation) => violation.message).join('; ') || outcome.error?.code,
       rules: decision?.violations.map((violation) => violation.rule),
+      warnings: decision?.warnings.length ? decision.warnings : undefined,
       dryRun: request?.dryRun,
       durationMs: Math.round(seconds * 1e6) / 1e3,
     }

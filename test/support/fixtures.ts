@@ -76,6 +76,7 @@ export interface PolicyFixture {
   readonly protectedNames?: readonly string[]
   readonly exemptions?: Partial<Policy['exemptions']>
   readonly enforcement?: Policy['enforcement']
+  readonly capacity?: Policy['capacity']
 }
 
 /** The defaults of src/config/policy.ts, with CIDRs written as text. */
@@ -89,6 +90,7 @@ export function policy(fixture: PolicyFixture = {}): Policy {
     protectedNames: fixture.protectedNames ?? [],
     exemptions: { usernames: fixture.exemptions?.usernames ?? [], groups: fixture.exemptions?.groups ?? [] },
     enforcement: fixture.enforcement ?? 'Deny',
+    capacity: fixture.capacity ?? { warnWhenFreeBelow: {} },
   }
 }
 

@@ -2,7 +2,8 @@ import { orphanedAddresses } from '../coverage.ts'
 import type { IPAddressRecord } from '../types.ts'
 import type { DeleteRule } from './rule.ts'
 
-function holder(address: IPAddressRecord): string {
+/** Who holds an address, for messages: "Service default/web (10.96.0.10)". */
+export function holder(address: IPAddressRecord): string {
   const parent = address.parentRef
   if (parent === undefined) return `IPAddress ${address.name}`
   const kind = parent.resource === 'services' && parent.group === '' ? 'Service' : `${parent.resource}${parent.group ? `.${parent.group}` : ''}`

@@ -41,3 +41,25 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
   }
   return { violations, parsed }
 }
+
+const immutable = (field: string, value: string): Violation => ({
+  rule: 'ValidCIDR',
+  field,
+  message: `${field}: Invalid value: ${value}: field is immutable`,
+})
+
+/**
+ * spec.cidrs on UPDATE as `ValidateServiceCIDRUpdate` (kubernetes pkg/apis/networking/validation)
+ * checks it: unchanged, except that a ServiceCIDR with one CIDR may gain a second while keeping its
+ * first (https://issues.k8s.io/131261; validateSpec then checks the second is of the other family).
+ */
+export function validateUpdate(oldCIDRs: readonly string[], cidrs: readonly string[]): Violation[] {
+  if (oldCIDRs.length === cidrs.length) {
+    return cidrs.flatMap((text, index) => (text === oldCIDRs[index] ? [] : [immutable(`spec.cidrs[${index}]`, JSON.stringify(text))]))
+  }
+  if (oldCIDRs.length === 1 && cidrs.length === 2) {
+    const [first] = cidrs
+    return first === oldCIDRs[0] ? [] : [immutable('spec.cidrs[0]', JSON.stringify(first))]
+  }
+  return [immutable('spec.cidrs', JSON.stringify(cidrs))]
+}

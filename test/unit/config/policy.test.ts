@@ -42,8 +42,11 @@ spec:
     usernames: [system:serviceaccount:platform:cidr-bot]
     groups: [platform-admins]
   enforcement: Warn
+  capacity:
+    warnWhenFreeBelow: { ipv4: 16, ipv6: 1024 }
 `,
       want: policy({
+        capacity: { warnWhenFreeBelow: { IPv4: 16, IPv6: 1024 } },
         allowedRanges: ['10.96.0.0/12', 'fd00:10::/32'],
         deniedRanges: ['10.104.0.0/16', 'fd00:10:104::/48'],
         overlap: 'AllowExpansion',

@@ -238,3 +238,35 @@ t.test('health and metrics', async (t) => {
   t.match(metrics.body, 'servicecidr_guard_servicecidr_usable_addresses{servicecidr="kubernetes",cidr="10.96.0.0/28"} 14')
   t.match(metrics.body, 'servicecidr_guard_servicecidr_addresses_in_use{servicecidr="kubernetes",cidr="10.96.0.0/28"} 0')
 })
+
+t.test('a Service CREATE (capacity webhook) is allowed, with a warning when addresses run low', async (t) => {
+  const { app, state } = harness({ ...gke, capacity: { warnWhenFreeBelow: { IPv4: 20 } } })
+  state.upsertIPAddress({ name: '10.96.0.1', family: 'IPv4', value: 0x0a600001n, familyLabel: 'IPv4', managed: true, parentRef: { group: '', resource: 'services', namespace: 'default', name: 'kubernetes' } })
+  const body = {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: {
+      uid: 'svc-1',
+      kind: { group: '', version: 'v1', kind: 'Service' },
+      resource: { group: '', version: 'v1', resource: 'services' },
+      name: 'web',
+      namespace: 'shop',
+      operation: 'CREATE',
+      userInfo: { username: 'alice' },
+      object: { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', namespace: 'shop' }, spec: { clusterIP: '10.96.0.7', clusterIPs: ['10.96.0.7'], ipFamilies: ['IPv4'], ports: [{ port: 80 }] } },
+    },
+  }
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: body })
+  t.equal(response.statusCode, 200)
+  t.same(response.json(), {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: {
+      uid: 'svc-1',
+      allowed: true,
+      warnings: ['servicecidr-guard: only 13 of 14 IPv4 Service addresses are free in this cluster (the policy warns below 20); add a ServiceCIDR before Services fail with "range is full"'],
+    },
+  })
+  const update = await app.inject({ method: 'POST', url: '/validate', payload: { ...body, request: { ...body.request, operation: 'UPDATE', oldObject: body.request.object } } })
+  t.equal(update.statusCode, 400, 'only Service CREATEs are reviewed')
+})

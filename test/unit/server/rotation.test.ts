@@ -3,15 +3,14 @@
 // connections must see the new certificate, and a half-written pair must never be served.
 
 import t from 'tap'
-import { KubeConfig } from '@kubernetes/client-node'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect } from 'node:tls'
-import { pino } from 'pino'
 import { Agent, request } from 'undici'
 import { serve } from '../../../src/server/serve.ts'
+import { serveOptions } from '../../support/server.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'scg-rotation-'))
 t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
@@ -50,14 +49,7 @@ symlinkSync('..data/tls.key', join(volume, 'tls.key'))
 const policy = join(dir, 'policy.yaml')
 writeFileSync(policy, 'apiVersion: servicecidr-guard/v1alpha1\nkind: Policy\nspec: {}\n')
 
-// No apiserver here: the cache keeps retrying in the background; metadata-only UPDATEs need none.
-const kubeConfig = new KubeConfig()
-kubeConfig.loadFromOptions({
-  clusters: [{ name: 'none', server: 'https://127.0.0.1:9', skipTLSVerify: true }],
-  users: [{ name: 'none' }],
-  contexts: [{ name: 'none', cluster: 'none', user: 'none' }],
-  currentContext: 'none',
-})
+// No apiserver here (serveOptions): metadata-only UPDATEs need no cluster state.
 
 const body = JSON.stringify({
   apiVersion: 'admission.k8s.io/v1',
@@ -85,21 +77,7 @@ function peerSubject(port: number): Promise<string> {
 }
 
 t.test('rotating the serving certificate under load fails no review', async (t) => {
-  const running = await serve({
-    policyPath: policy,
-    certPath: join(volume, 'tls.crt'),
-    keyPath: join(volume, 'tls.key'),
-    host: '127.0.0.1',
-    port: 0,
-    healthPort: undefined,
-    kubeConfig,
-    logger: pino({ level: 'silent' }),
-    reloadIntervalMs: 50,
-    shutdownDelayMs: 0,
-    shutdownTimeoutMs: 5000,
-    reservationMs: 30_000,
-    staleAfterMs: 30_000,
-  })
+  const running = await serve(serveOptions({ policyPath: policy, certPath: join(volume, 'tls.crt'), keyPath: join(volume, 'tls.key'), healthPort: undefined }))
   await running.listening
   const port = running.webhookAddress()!.port
   t.equal(await peerSubject(port), generations[0]!.subject, 'serves the first certificate')

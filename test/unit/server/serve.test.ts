@@ -2,29 +2,20 @@
 // a graceful shutdown that lets an in-flight review finish.
 
 import t from 'tap'
-import { KubeConfig } from '@kubernetes/client-node'
 import { execFile, execFileSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect } from 'node:tls'
-import { pino } from 'pino'
 import { request } from 'undici'
 import { serve, type RunningServer } from '../../../src/server/serve.ts'
+import { serveOptions } from '../../support/server.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'scg-serve-'))
 t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
 execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
   '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt')], { stdio: 'ignore' })
 const ca = readFileSync(join(dir, 'tls.crt'), 'utf8')
-
-const kubeConfig = new KubeConfig()
-kubeConfig.loadFromOptions({
-  clusters: [{ name: 'none', server: 'https://127.0.0.1:9', skipTLSVerify: true }],
-  users: [{ name: 'none' }],
-  contexts: [{ name: 'none', cluster: 'none', user: 'none' }],
-  currentContext: 'none',
-})
 
 const policy = (enforcement: string): string => `apiVersion: servicecidr-guard/v1alpha1
 kind: Policy
@@ -34,21 +25,7 @@ spec:
 `
 
 async function start(policyPath: string, shutdownDelayMs = 0): Promise<RunningServer> {
-  const running = await serve({
-    policyPath,
-    certPath: join(dir, 'tls.crt'),
-    keyPath: join(dir, 'tls.key'),
-    host: '127.0.0.1',
-    port: 0,
-    healthPort: 0,
-    kubeConfig,
-    logger: pino({ level: 'silent' }),
-    reloadIntervalMs: 50,
-    shutdownDelayMs,
-    shutdownTimeoutMs: 5000,
-    reservationMs: 30_000,
-    staleAfterMs: 30_000,
-  })
+  const running = await serve(serveOptions({ policyPath, certPath: join(dir, 'tls.crt'), keyPath: join(dir, 'tls.key'), shutdownDelayMs }))
   await running.listening
   return running
 }
@@ -154,14 +131,9 @@ t.test('after shutdown nothing of the server keeps the process alive', async (t)
   // A process that starts a server with a long shutdown timeout, shuts it down and then has nothing
   // left to do: it must exit at once, not when the unused timeout would have expired.
   const script = `
-    import { KubeConfig } from '@kubernetes/client-node'
-    import { pino } from 'pino'
     import { serve } from ${JSON.stringify(join(import.meta.dirname, '../../../src/server/serve.ts'))}
-    const kubeConfig = new KubeConfig()
-    kubeConfig.loadFromOptions(${JSON.stringify({ clusters: [{ name: 'none', server: 'https://127.0.0.1:9', skipTLSVerify: true }], users: [{ name: 'none' }], contexts: [{ name: 'none', cluster: 'none', user: 'none' }], currentContext: 'none' })})
-    const running = await serve({ policyPath: ${JSON.stringify(policyPath)}, certPath: ${JSON.stringify(join(dir, 'tls.crt'))}, keyPath: ${JSON.stringify(join(dir, 'tls.key'))},
-      host: '127.0.0.1', port: 0, healthPort: 0, kubeConfig, logger: pino({ level: 'silent' }), reloadIntervalMs: 50,
-      shutdownDelayMs: 0, shutdownTimeoutMs: 60_000, reservationMs: 30_000, staleAfterMs: 30_000 })
+    import { serveOptions } from ${JSON.stringify(join(import.meta.dirname, '../../support/server.ts'))}
+    const running = await serve(serveOptions({ policyPath: ${JSON.stringify(policyPath)}, certPath: ${JSON.stringify(join(dir, 'tls.crt'))}, keyPath: ${JSON.stringify(join(dir, 'tls.key'))}, shutdownTimeoutMs: 60_000 }))
     await running.listening
     await running.shutdown('test')
   `

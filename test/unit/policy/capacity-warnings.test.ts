@@ -1,0 +1,62 @@
+// spec.capacity.warnWhenFreeBelow: warnings on allowed ServiceCIDR deletions and Service creation,
+// never a denial.
+
+import t from 'tap'
+import { capacityWarnings } from '../../../src/policy/capacity.ts'
+import { decide, decideService } from '../../../src/policy/engine.ts'
+import { cluster, policy, remove, serviceCIDR, serviceIP } from '../../support/fixtures.ts'
+
+const watchful = policy({ capacity: { warnWhenFreeBelow: { IPv4: 10, IPv6: 100 } } })
+const full = cluster({
+  serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28'), serviceCIDR('extra', '34.118.224.0/28')],
+  ipAddresses: ['10.96.0.1', '10.96.0.2', '10.96.0.3', '10.96.0.4', '10.96.0.5', '10.96.0.6'].map((ip, index) => serviceIP(ip, 'default', `svc-${index}`)),
+})
+
+t.test('no thresholds, no warnings', (t) => {
+  t.same(capacityWarnings(policy(), full, ['IPv4', 'IPv6']), [])
+  t.end()
+})
+
+t.test('a family below its threshold warns once, with the figures', (t) => {
+  const small = cluster({ serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28')], ipAddresses: [serviceIP('10.96.0.1', 'default', 'kubernetes'), serviceIP('10.96.0.2', 'default', 'a'), serviceIP('10.96.0.3', 'default', 'b'), serviceIP('10.96.0.4', 'default', 'c'), serviceIP('10.96.0.5', 'default', 'd'), serviceIP('10.96.0.6', 'default', 'e')] })
+  t.same(capacityWarnings(watchful, small, ['IPv4', 'IPv4']), [
+    'servicecidr-guard: only 8 of 14 IPv4 Service addresses are free in this cluster (the policy warns below 10); add a ServiceCIDR before Services fail with "range is full"',
+  ])
+  t.end()
+})
+
+t.test('an allowed DELETE warns about the capacity left once the range is gone', (t) => {
+  const decision = decide(watchful, full, remove('extra', ['34.118.224.0/28']))
+  t.equal(decision.allowed, true)
+  t.same(decision.warnings, [
+    'servicecidr-guard: once ServiceCIDR "extra" is gone, only 8 of 14 IPv4 Service addresses will be free in this cluster (the policy warns below 10); add a ServiceCIDR before Services fail with "range is full"',
+  ])
+  t.end()
+})
+
+t.test('a denied DELETE carries no capacity warning', (t) => {
+  const inUse = cluster({ serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28'), serviceCIDR('extra', '34.118.224.0/28')], ipAddresses: [serviceIP('34.118.224.2', 'default', 'web')] })
+  const decision = decide(watchful, inUse, remove('extra', ['34.118.224.0/28']))
+  t.equal(decision.allowed, false)
+  t.same(decision.warnings, [])
+  t.end()
+})
+
+t.test('Service CREATE: always allowed; warns for the families it takes addresses from', (t) => {
+  const twoLeft = cluster({
+    serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/29')],
+    ipAddresses: ['10.96.0.1', '10.96.0.2', '10.96.0.3', '10.96.0.4'].map((ip, index) => serviceIP(ip, 'default', `svc-${index}`)),
+  })
+  const cases = [
+    { name: 'IPv4 Service', families: ['IPv4'] as const, warned: true },
+    { name: 'the cluster default family (from the kubernetes ServiceCIDR)', families: undefined, warned: true },
+    { name: 'headless or ExternalName: no address taken', families: [] as const, warned: false },
+  ]
+  for (const testCase of cases) {
+    const decision = decideService(watchful, twoLeft, { namespace: 'default', name: 'web', families: testCase.families })
+    t.equal(decision.allowed, true, testCase.name)
+    t.equal(decision.warnings.length, testCase.warned ? 1 : 0, `${testCase.name}: warnings`)
+  }
+  t.same(decideService(watchful, undefined, { namespace: 'default', name: 'web', families: ['IPv4'] }).warnings, [], 'no view: no guess, no warning')
+  t.end()
+})
