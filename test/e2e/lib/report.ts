@@ -94,14 +94,15 @@ export class SpecFile {
     this.requirements.push({ name, applied, required: required().includes(name), reason })
   }
 
-  private write(): void {
+  /** The record as it stands: what has run so far. */
+  report(): FileReport {
     const counts = {
       run: this.specs.filter((entry) => entry.result !== 'skipped').length,
       passed: this.specs.filter((entry) => entry.result === 'passed').length,
       failed: this.specs.filter((entry) => entry.result === 'failed').length,
       skipped: this.specs.filter((entry) => entry.result === 'skipped').length,
     }
-    const report: FileReport = {
+    return {
       file: this.file,
       runId: currentRunId(),
       pid: process.pid,
@@ -112,7 +113,10 @@ export class SpecFile {
       counts,
       ok: counts.failed === 0 && this.requirements.every((entry) => entry.applied || !entry.required),
     }
+  }
+
+  private write(): void {
     mkdirSync(resultsDir, { recursive: true })
-    writeFileSync(join(resultsDir, `${this.file}.json`), `${JSON.stringify(report, null, 2)}\n`)
+    writeFileSync(join(resultsDir, `${this.file}.json`), `${JSON.stringify(this.report(), null, 2)}\n`)
   }
 }
