@@ -4,8 +4,8 @@
 //
 // How each action is done, and why:
 // - stopWebhook: the Deployment is scaled to 0 (its replica count is kept in an annotation so that
-//   startWebhook, maybe in another spec process, restores it); returns once no webhook Pod is left.
-//   The apiserver then finds no endpoint and fails closed ("failed calling webhook").
+//   startWebhook, maybe in another spec process, restores it); returns once the webhook Service has
+//   no ready endpoint. The apiserver then fails closed ("failed calling webhook").
 // - startWebhook: scaled back, `kubectl rollout status`, then every Pod's /readyz must be 200.
 // - restartApiserver: `crictl stop` of the kube-apiserver container inside the node container
 //   (`docker exec <cluster>-control-plane`); the kubelet starts a new container for the static Pod at
@@ -31,6 +31,7 @@ const run = promisify(execFile)
 
 const namespace = 'servicecidr-guard-system'
 const deployment = 'servicecidr-guard'
+const service = 'servicecidr-guard-webhook'
 const podSelector = 'app.kubernetes.io/name=servicecidr-guard'
 const replicasAnnotation = 'e2e.servicecidr-guard.dev/replicas'
 
@@ -88,10 +89,15 @@ export class KindHarness implements Harness {
     const replicas = current.spec?.replicas ?? 1
     if (replicas > 0) await this.kubectlRun('-n', namespace, 'annotate', '--overwrite', `deployment/${deployment}`, `${replicasAnnotation}=${replicas}`)
     await this.kubectlRun('-n', namespace, 'scale', `deployment/${deployment}`, '--replicas=0')
-    await poll('every webhook Pod to be gone', async () => {
-      const list = await this.cluster.core.listNamespacedPod({ namespace, labelSelector: podSelector })
-      return list.items.length === 0
-    }, { timeoutMs: 120_000, intervalMs: 500 })
+    // Gone for kube-apiserver as soon as the webhook Service has no ready endpoint: it reaches the
+    // webhook through the Service, which leaves out terminating Pods still draining (preStop, shutdown
+    // delay). Waiting for the Pods to disappear would let the spec's 10 s finalizer grace run out.
+    await poll(`no ready endpoint left for Service ${service}`, async () => {
+      const slices = await this.cluster.rawJSON('GET', `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${service}`)
+      if (slices.status !== 200) throw new Error(`listing EndpointSlices: HTTP ${String(slices.status)}`)
+      const items = (slices.body as { items?: { endpoints?: { conditions?: { ready?: boolean } }[] }[] }).items ?? []
+      return items.every((slice) => (slice.endpoints ?? []).every((endpoint) => endpoint.conditions?.ready === false))
+    }, { timeoutMs: 120_000, intervalMs: 250 })
   }
 
   async startWebhook(): Promise<void> {
