@@ -36,7 +36,7 @@ let metrics: Record<string, LatencySummary> = {}
 const byOperation: Record<string, LatencySummary> = {}
 
 await file.spec('latency: kube-apiserver\'s measure of the webhook, and the webhook\'s own decision time', async (t) => {
-  const apiserverTexts = [...snapshots('apiserver'), await harness.cluster.metrics()]
+  const apiserverTexts = [...snapshots('apiserver'), await harness.apiserverMetrics()]
   const webhookTexts = [...snapshots('webhook'), ...(await harness.webhookMetrics())]
   const admission = summarize(total(apiserverTexts, 'apiserver_admission_webhook_admission_duration_seconds', { name: webhookName }))
   const decision = summarize(total(webhookTexts, 'servicecidr_guard_decision_duration_seconds'))

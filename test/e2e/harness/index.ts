@@ -20,6 +20,8 @@ export function baselinePolicy(): string {
 }
 
 export interface E2EHarness extends Harness {
+  /** kube-apiserver's Prometheus text (GET /metrics with the kubeconfig's client). */
+  apiserverMetrics(): Promise<string>
   /** Puts the baseline policy back in force (nothing to do when it already is). */
   resetPolicy(): Promise<void>
 }
@@ -56,7 +58,7 @@ class SharedActions implements E2EHarness {
   }
 
   async restartApiserver(): Promise<void> {
-    save('apiserver', 'before-apiserver-restart', [await this.inner.cluster.metrics()])
+    save('apiserver', 'before-apiserver-restart', [await this.apiserverMetrics()])
     await this.inner.restartApiserver()
   }
 
@@ -85,6 +87,10 @@ class SharedActions implements E2EHarness {
 
   webhookMetrics(): Promise<string[]> {
     return this.inner.webhookMetrics()
+  }
+
+  apiserverMetrics(): Promise<string> {
+    return this.inner.cluster.metrics()
   }
 
   describe(): Record<string, string> {
