@@ -20,6 +20,8 @@ export interface Orphans {
   readonly count: number
   /** The first few of them, in address order. */
   readonly sample: readonly IPAddressRecord[]
+  /** The CIDRs of the ServiceCIDR that hold them (one per family at most). */
+  readonly blocked: readonly Prefix[]
 }
 
 export interface Interval {
@@ -47,10 +49,11 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
     view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== target.name)
   // An overlapping block with an equal or shorter prefix contains the whole CIDR.
   const hasParent = (prefix: Prefix): boolean => others(prefix).some((entry) => entry.prefix.bits <= prefix.bits)
-  if (target.cidrs.every(hasParent)) return { count: 0, sample: [] }
+  if (target.cidrs.every(hasParent)) return { count: 0, sample: [], blocked: [] }
 
   let count = 0
   const sample: IPAddressRecord[] = []
+  const blocked: Prefix[] = []
   for (const prefix of target.cidrs) {
     const own = allocatableRange(prefix)
     if (own.last < own.first) continue
@@ -65,11 +68,12 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
       const inGap = addresses.countBetween(gap.first, gap.last)
       if (inGap === 0) continue
       count += inGap
+      if (blocked.at(-1) !== prefix) blocked.push(prefix)
       if (sample.length < sampleSize) {
         const gapAddresses = view.addressesBetween(prefix.family, gap.first, gap.last)
         for (let i = 0; i < gapAddresses.length && sample.length < sampleSize; i++) sample.push(gapAddresses.at(i))
       }
     }
   }
-  return { count, sample }
+  return { count, sample, blocked }
 }

@@ -20,17 +20,17 @@ export const inUse: DeleteRule = {
   needsState: (policy) => policy.deletion.requireUnused,
   check({ policy, target }, view) {
     if (!policy.deletion.requireUnused) return []
-    const { count, sample } = orphanedAddresses(view, target)
+    const { count, sample, blocked } = orphanedAddresses(view, target)
     if (count === 0) return []
     const listed = sample.map(holder).join(', ')
     const more = count > sample.length ? ` and ${count - sample.length} more` : ''
-    const ranges = target.cidrs.map((prefix) => prefix.text).join(' and ')
+    const ranges = blocked.map((prefix) => prefix.text).join(' and ')
     return [{
       rule: 'InUse',
       field: 'metadata.name',
       message:
         `ServiceCIDR "${target.name}" still has ${count} allocated address${count === 1 ? '' : 'es'} that no other ServiceCIDR covers: ${listed}${more}. ` +
-        `Delete or recreate those Services so they take addresses elsewhere, or first create a ServiceCIDR that covers ${ranges}; then delete again. ` +
+        `Move them off it first: delete those Services (and re-create them once the range is gone), or create a ServiceCIDR that covers ${ranges}; then delete again. ` +
         'Until then Kubernetes would keep the ServiceCIDR Terminating',
     }]
   },

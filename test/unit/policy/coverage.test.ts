@@ -1,9 +1,10 @@
 import t from 'tap'
 import { orphanedAddresses } from '../../../src/policy/coverage.ts'
+import { decide } from '../../../src/policy/engine.ts'
 import { containsPrefix, prefixContainsAddress } from '../../../src/policy/ip.ts'
 import { allocatorManaged } from '../../../src/policy/state.ts'
 import type { IPAddressRecord, ServiceCIDRRecord } from '../../../src/policy/types.ts'
-import { cluster, ipAddress, serviceCIDR, terminating } from '../../support/fixtures.ts'
+import { cluster, ipAddress, policy, remove, serviceCIDR, terminating } from '../../support/fixtures.ts'
 
 const kubernetes = (...cidrs: string[]): ServiceCIDRRecord => serviceCIDR('kubernetes', ...cidrs)
 
@@ -254,6 +255,21 @@ void t.test('orphanedAddresses takes the sample size it is given', (t) => {
   t.same(orphanedAddresses(view, target, 2).sample.map((record) => record.name), ['10.96.0.1', '10.96.0.2'])
   t.equal(orphanedAddresses(view, target, 0).count, 4)
   t.same(orphanedAddresses(view, target, 0).sample, [])
+  t.end()
+})
+
+void t.test('orphanedAddresses names only the CIDRs that hold orphans, and the deny message asks to cover only those', (t) => {
+  const target = serviceCIDR('dual', '10.100.0.0/24', 'fd00:100::/112')
+  const view = cluster({
+    serviceCIDRs: [target, serviceCIDR('cover-v6', 'fd00:100::/64')],
+    ipAddresses: [ipAddress('10.100.0.7'), ipAddress('fd00:100::7')],
+  })
+  const orphans = orphanedAddresses(view, target)
+  t.equal(orphans.count, 1)
+  t.same(orphans.blocked.map((prefix) => prefix.text), ['10.100.0.0/24'])
+  const decision = decide(policy(), view, remove('dual', ['10.100.0.0/24', 'fd00:100::/112']))
+  t.match(decision.message, 'or create a ServiceCIDR that covers 10.100.0.0/24; then delete again')
+  t.notMatch(decision.message, 'fd00:100::/112')
   t.end()
 })
 

@@ -343,7 +343,7 @@ const cases: Case[] = [
     allowed: false,
     violations: [['InUse', 'metadata.name']],
     message: [
-      'Deleting ServiceCIDR "extra" is not allowed by the servicecidr-guard policy: ServiceCIDR "extra" still has 2 allocated addresses that no other ServiceCIDR covers: Service team-a/web (10.100.0.5), Service team-a/api (10.100.0.6). Delete or recreate those Services so they take addresses elsewhere, or first create a ServiceCIDR that covers 10.100.0.0/24; then delete again. Until then Kubernetes would keep the ServiceCIDR Terminating.',
+      'Deleting ServiceCIDR "extra" is not allowed by the servicecidr-guard policy: ServiceCIDR "extra" still has 2 allocated addresses that no other ServiceCIDR covers: Service team-a/web (10.100.0.5), Service team-a/api (10.100.0.6). Move them off it first: delete those Services (and re-create them once the range is gone), or create a ServiceCIDR that covers 10.100.0.0/24; then delete again. Until then Kubernetes would keep the ServiceCIDR Terminating.',
     ],
     cidrs: ['10.100.0.0/24'],
   },
