@@ -58,7 +58,6 @@ export class Reflector {
   private disconnectedAt: number
   /** Completed lists; a re-list after the first means a watch could not continue. */
   lists = 0
-  errors = 0
 
   constructor(options: ReflectorOptions) {
     this.options = options
@@ -104,7 +103,6 @@ export class Reflector {
         if (events > 0) delay = backoff.initialMs
       } catch (error) {
         if (this.isStopped()) break
-        this.errors++
         if (error instanceof GoneError) {
           log.info({ resource: resource.plural }, 'watch resourceVersion too old; listing again')
           needList = true

@@ -37,7 +37,6 @@ export class CertificateSource {
   private pair: KeyPair | undefined
   private readonly watch: FileWatch
   reloads = 0
-  errors = 0
 
   /** Starts polling; `current` is undefined until a valid pair has been read. */
   constructor(certPath: string, keyPath: string, intervalMs: number, events: CertificateEvents) {
@@ -50,11 +49,9 @@ export class CertificateSource {
         if (!first) this.reloads++
         events.onLoad(pair, first)
       } catch (error) {
-        this.errors++
         events.onError(`cannot use ${certPath} and ${keyPath}: ${error instanceof Error ? error.message : String(error)}`)
       }
     }, (error) => {
-      this.errors++
       events.onError(`cannot read ${certPath} and ${keyPath}: ${error instanceof Error ? error.message : String(error)}`)
     })
   }

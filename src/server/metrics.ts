@@ -1,7 +1,8 @@
 // Prometheus metrics. One registry per server, built from arguments, so tests get their own.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import { allocatableRange, allocatableSize } from '../policy/ip.ts'
+import { utilisation } from '../policy/audit.ts'
+import { allocatableSize } from '../policy/ip.ts'
 import type { ClusterState } from '../policy/state.ts'
 
 export interface MetricSources {
@@ -75,10 +76,7 @@ export class Metrics {
       collect() {
         this.reset()
         for (const record of state.serviceCIDRs()) {
-          for (const prefix of record.cidrs) {
-            const range = allocatableRange(prefix)
-            this.set({ servicecidr: record.name, cidr: prefix.text }, state.addressesBetween(prefix.family, range.first, range.last).length)
-          }
+          for (const prefix of record.cidrs) this.set({ servicecidr: record.name, cidr: prefix.text }, utilisation(state, prefix).inUse)
         }
       },
     })
