@@ -2,8 +2,8 @@
 // held as small records in a ClusterState. Decisions read it from memory; nothing LISTs per request.
 
 import type { KubeConfig } from '@kubernetes/client-node'
-import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
-import type { ClusterView, ServiceCIDRRecord } from '../policy/types.ts'
+import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord } from '../policy/state.ts'
+import type { ClusterView, IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 import { discoverVersion, group } from './api.ts'
 import { Reflector, type Log, type ReflectorSink } from './reflector.ts'
 
@@ -20,29 +20,29 @@ export interface ClusterCacheOptions {
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
 
-function sink(state: ClusterState, kind: 'servicecidrs' | 'ipaddresses', pool: StringPool): ReflectorSink {
-  if (kind === 'servicecidrs') {
-    const records = (items: readonly ObjectLike[]): ServiceCIDRRecord[] =>
-      items.flatMap((item) => toServiceCIDRRecord(item) ?? [])
-    return {
-      replace: (items) => {
-        state.replaceServiceCIDRs(records(items))
-      },
-      upsert: (item) => {
-        for (const record of records([item])) state.upsertServiceCIDR(record)
-      },
-      remove: (item) => {
-        if (item.metadata?.name) state.removeServiceCIDR(item.metadata.name)
-      },
-    }
-  }
+function serviceCIDRSink(state: ClusterState): ReflectorSink<ServiceCIDRRecord> {
   return {
-    replace: (items) => {
-      state.replaceIPAddresses(items.flatMap((item) => toIPAddressRecord(item, pool) ?? []))
+    project: toServiceCIDRRecord,
+    replace: (records) => {
+      state.replaceServiceCIDRs(records)
     },
-    upsert: (item) => {
-      const record = toIPAddressRecord(item, pool)
-      if (record) state.upsertIPAddress(record)
+    upsert: (record) => {
+      state.upsertServiceCIDR(record)
+    },
+    remove: (item) => {
+      if (item.metadata?.name) state.removeServiceCIDR(item.metadata.name)
+    },
+  }
+}
+
+function ipAddressSink(state: ClusterState, pool: StringPool): ReflectorSink<IPAddressRecord> {
+  return {
+    project: (item) => toIPAddressRecord(item, pool),
+    replace: (records) => {
+      state.replaceIPAddresses(records)
+    },
+    upsert: (record) => {
+      state.upsertIPAddress(record)
     },
     remove: (item) => {
       if (item.metadata?.name) state.removeIPAddress(item.metadata.name)
@@ -55,7 +55,7 @@ export class ClusterCache {
   private readonly strings = new StringPool()
   private readonly options: ClusterCacheOptions
   private readonly now: () => number
-  private reflectors: Reflector[] = []
+  private reflectors: (Reflector<ServiceCIDRRecord> | Reflector<IPAddressRecord>)[] = []
   private stopped = false
   private starting: Promise<void> | undefined
   version: string | undefined
@@ -88,14 +88,16 @@ export class ClusterCache {
     const version = this.version
     if (this.stopped || version === undefined) return
     log.info({ group, version }, 'watching ServiceCIDRs and IPAddresses')
-    this.reflectors = (['servicecidrs', 'ipaddresses'] as const).map((plural) => new Reflector({
+    const common = {
       kubeConfig,
-      resource: { group, version, plural },
-      sink: sink(this.state, plural, this.strings),
       log,
       now: this.now,
       ...(this.options.watchSeconds === undefined ? {} : { watchSeconds: this.options.watchSeconds }),
-    }))
+    }
+    this.reflectors = [
+      new Reflector({ ...common, resource: { group, version, plural: 'servicecidrs' }, sink: serviceCIDRSink(this.state) }),
+      new Reflector({ ...common, resource: { group, version, plural: 'ipaddresses' }, sink: ipAddressSink(this.state, this.strings) }),
+    ]
     for (const reflector of this.reflectors) reflector.start()
   }
 

@@ -6,10 +6,12 @@ import { Watch, type KubeConfig } from '@kubernetes/client-node'
 import type { ObjectLike } from '../policy/state.ts'
 import { listAll, type Resource } from './api.ts'
 
-export interface ReflectorSink {
+export interface ReflectorSink<R> {
+  /** Keeps what the cache needs of an object: a LIST's full objects never all exist at once. */
+  project(item: ObjectLike): R | undefined
   /** The complete set, after a (re-)list. */
-  replace(items: readonly ObjectLike[]): void
-  upsert(item: ObjectLike): void
+  replace(records: readonly R[]): void
+  upsert(record: R): void
   remove(item: ObjectLike): void
 }
 
@@ -20,10 +22,10 @@ export interface Log {
   warn(object: object, message: string): void
 }
 
-export interface ReflectorOptions {
+export interface ReflectorOptions<R> {
   readonly kubeConfig: KubeConfig
   readonly resource: Resource
-  readonly sink: ReflectorSink
+  readonly sink: ReflectorSink<R>
   readonly log: Log
   readonly now: () => number
   /** The server ends each watch after this long, so idle watches end cleanly, not by timeout. */
@@ -47,8 +49,8 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     }, { once: true })
   })
 
-export class Reflector {
-  private readonly options: ReflectorOptions
+export class Reflector<R> {
+  private readonly options: ReflectorOptions<R>
   private readonly stopping = new AbortController()
   private watchAbort: AbortController | undefined
   private loop: Promise<void> | undefined
@@ -59,7 +61,7 @@ export class Reflector {
   /** Completed lists; a re-list after the first means a watch could not continue. */
   lists = 0
 
-  constructor(options: ReflectorOptions) {
+  constructor(options: ReflectorOptions<R>) {
     this.options = options
     this.disconnectedAt = options.now()
   }
@@ -117,14 +119,18 @@ export class Reflector {
 
   private async list(): Promise<void> {
     const { kubeConfig, resource, sink, log } = this.options
-    const items: ObjectLike[] = []
+    const records: R[] = []
+    // Each page is projected as it arrives, so only one page of full objects is held at a time.
     this.resourceVersion = await listAll(kubeConfig, resource, (page) => {
-      items.push(...page)
+      for (const item of page) {
+        const record = sink.project(item)
+        if (record !== undefined) records.push(record)
+      }
     })
-    sink.replace(items)
+    sink.replace(records)
     this.listed = true
     this.lists++
-    log.info({ resource: resource.plural, version: resource.version, count: items.length, resourceVersion: this.resourceVersion }, 'listed')
+    log.info({ resource: resource.plural, version: resource.version, count: records.length, resourceVersion: this.resourceVersion }, 'listed')
   }
 
   /** One watch, until it ends. Resolves with the number of events seen; rejects on error or 410. */
@@ -144,7 +150,10 @@ export class Reflector {
         const version = object.metadata?.resourceVersion
         if (version) this.resourceVersion = version
         events++
-        if (type === 'ADDED' || type === 'MODIFIED') sink.upsert(object)
+        if (type === 'ADDED' || type === 'MODIFIED') {
+          const record = sink.project(object)
+          if (record !== undefined) sink.upsert(record)
+        }
         else if (type === 'DELETED') sink.remove(object)
       }
       const onDone = (error: unknown): void => {
