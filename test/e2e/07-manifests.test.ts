@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { parseAllDocuments, stringify } from 'yaml'
+import { dump, loadAll } from 'js-yaml'
 import { isNotFound } from './lib/kube.ts'
 import { repoRoot } from './lib/paths.ts'
 import { begin, finish } from './lib/setup.ts'
@@ -37,7 +37,7 @@ const kubectl = (...args: string[]): Promise<{ stdout: string, stderr: string }>
 
 async function build(dir: string): Promise<Manifest[]> {
   const { stdout } = await kubectl('kustomize', dir)
-  return parseAllDocuments(stdout).map((document) => document.toJS() as Manifest).filter((object) => typeof object.kind === 'string')
+  return (loadAll(stdout) as (Manifest | null)[]).filter((object) => typeof object?.kind === 'string') as Manifest[]
 }
 
 /**
@@ -52,7 +52,7 @@ function kustomizations(scratch: string): { name: string, dir: string }[] {
   mkdirSync(withPrometheus, { recursive: true })
   // kustomize takes only relative paths to other kustomizations.
   const up = relative(withPrometheus, repoRoot)
-  writeFileSync(join(withPrometheus, 'kustomization.yaml'), stringify({
+  writeFileSync(join(withPrometheus, 'kustomization.yaml'), dump({
     apiVersion: 'kustomize.config.k8s.io/v1beta1',
     kind: 'Kustomization',
     resources: [join(up, 'config/overlays/gke')],
@@ -172,7 +172,7 @@ await file.spec('each build passes server-side dry-run; CRD kinds the cluster la
     const serverSide = objects.filter((object) => served.has(`${object.apiVersion}/${object.kind}`))
     const structural = objects.filter((object) => !served.has(`${object.apiVersion}/${object.kind}`))
     const path = join(scratch, `${name.replace(/[^a-z0-9]+/gi, '-')}.yaml`)
-    writeFileSync(path, serverSide.map((object) => stringify(object)).join('---\n'))
+    writeFileSync(path, serverSide.map((object) => dump(object)).join('---\n'))
     const { stdout } = await kubectl('apply', '--dry-run=server', '-o', 'name', '-f', path)
     const applied = stdout.trim().split('\n').filter((line) => line !== '')
     t.equal(applied.length, serverSide.length, `${name}: kube-apiserver accepted all ${String(serverSide.length)} objects in a server-side dry run (${[...new Set(serverSide.map((object) => object.kind))].join(', ')})`)
