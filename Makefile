@@ -149,6 +149,14 @@ manifests: ## Render every overlay into MANIFESTS_DIR/OVERLAY.yaml (IMG=... sets
 validate-manifests: ## Build every kustomization and check security, RBAC, webhook and wiring (offline).
 	KUBECTL=$(KUBECTL) $(if $(wildcard $(PROMTOOL)),PROMTOOL=$(PROMTOOL)) hack/validate-manifests.sh
 
+.PHONY: vap
+vap: ## Regenerate config/vap/OVERLAY/ (the ValidatingAdmissionPolicy of each overlay's policy) after a policy change.
+	@for overlay in gke generic; do \
+	  node_modules/.bin/node src/main.ts generate vap --policy config/overlays/$$overlay/policy.yaml \
+	    > config/vap/$$overlay/validating-admission-policy.yaml; \
+	  echo "config/vap/$$overlay/validating-admission-policy.yaml"; \
+	done
+
 .PHONY: image
 image: ## Build the container image IMG.
 	$(CONTAINER_TOOL) build -t $(IMG) --build-arg VERSION=$(VERSION) \
