@@ -154,6 +154,9 @@ const discard: CommandIO = {
   stderr: (text) => process.stderr.write(text),
   readFile: (path) => readFile(path, 'utf8'),
   readCluster: () => Promise.reject(new Error('offline')),
+  applyReport: () => Promise.reject(new Error('offline')),
+  contexts: () => [],
+  now: () => new Date(),
 }
 
 function median(values: number[]): number {

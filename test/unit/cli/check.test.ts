@@ -250,7 +250,7 @@ t.test('input errors exit 2 with a message naming the file, and no stack trace',
     ['nothing to check', gke, /^servicecidr-guard: nothing to check: name manifest files \(or - for stdin\), or --delete NAME\n$/],
     ['unknown flag', [...gke, '--frobnicate', fixture.manifest('single.yaml')], /^error: unknown option '--frobnicate'\n\(run with --help for usage\)\n$/],
     ['no --policy', ['check', fixture.manifest('single.yaml')], /^error: required option '--policy <file>' not specified\n/],
-    ['bad output format', [...gke, '-o', 'xml', fixture.manifest('single.yaml')], /^error: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are text, json\.\n/],
+    ['bad output format', [...gke, '-o', 'xml', fixture.manifest('single.yaml')], /^error: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are text, json, junit\.\n/],
   ]
   for (const [name, args, stderr] of cases) {
     const result = await run(args)
