@@ -41,28 +41,28 @@ async function build(dir: string): Promise<Manifest[]> {
 }
 
 /**
- * The kustomizations to check: config/default, every overlay, and gke with the Prometheus component
- * (an optional component no overlay includes), written to a scratch directory.
+ * The kustomizations to check: config/default, every overlay, and gke with each optional component no
+ * overlay includes (Prometheus, the ValidatingAdmissionPolicy, the scheduled policy reports), written
+ * to a scratch directory.
  */
 function kustomizations(scratch: string): { name: string, dir: string }[] {
   const overlays = readdirSync(join(repoRoot, 'config/overlays'), { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .map((entry) => ({ name: `config/overlays/${entry.name}`, dir: join(repoRoot, 'config/overlays', entry.name) }))
-  const withPrometheus = join(scratch, 'gke-prometheus')
-  mkdirSync(withPrometheus, { recursive: true })
-  // kustomize takes only relative paths to other kustomizations.
-  const up = relative(withPrometheus, repoRoot)
-  writeFileSync(join(withPrometheus, 'kustomization.yaml'), dump({
-    apiVersion: 'kustomize.config.k8s.io/v1beta1',
-    kind: 'Kustomization',
-    resources: [join(up, 'config/overlays/gke')],
-    components: [join(up, 'config/prometheus')],
-  }))
-  return [
-    { name: 'config/default', dir: join(repoRoot, 'config/default') },
-    ...overlays,
-    { name: 'config/overlays/gke + config/prometheus', dir: withPrometheus },
-  ]
+  const compositions = ['config/prometheus', 'config/vap/gke', 'config/policy-reports'].map((component) => {
+    const dir = join(scratch, `gke-${component.replaceAll('/', '-')}`)
+    mkdirSync(dir, { recursive: true })
+    // kustomize takes only relative paths to other kustomizations.
+    const up = relative(dir, repoRoot)
+    writeFileSync(join(dir, 'kustomization.yaml'), dump({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: [join(up, 'config/overlays/gke')],
+      components: [join(up, component)],
+    }))
+    return { name: `config/overlays/gke + ${component}`, dir }
+  })
+  return [{ name: 'config/default', dir: join(repoRoot, 'config/default') }, ...overlays, ...compositions]
 }
 
 /** Which group/version/kinds the cluster serves, from discovery. */
