@@ -74,6 +74,10 @@ test: ## The suite CI runs: type check, lint, unit tests, then the e2e suite on 
 test-unit: ## Unit tests only.
 	npm run test:unit
 
+.PHONY: package-verify
+package-verify: ## npm pack, publish to a throwaway local registry, then `npx servicecidr-guard@VERSION check` in an empty directory (needs the npm registry).
+	npm run test:package
+
 .PHONY: bench
 bench: ## Run the benchmarks (prints figures; see docs/benchmarks.md).
 	npm run bench
