@@ -80,6 +80,18 @@ t.test('every shape reads as the whole parse reads it', (t) => {
   t.end()
 })
 
+t.test('a long List is read in batches; a batch that cannot stand alone is read from the whole document', (t) => {
+  const items = Array.from({ length: 450 }, (_, index) => `- name: item-${String(index)}\n  value: ${index === 10 ? '&shared 7' : index === 300 ? '*shared' : String(index)}\n`)
+  const text = `apiVersion: v1\nitems:\n${items.join('')}kind: List\n`
+  t.strictSame(streamed(text), [true])
+  const whole = loadAll(text)
+  t.strictSame(read(text), whole, 'the alias in the second batch resolves, every item once, in order')
+  t.equal((whole[0] as { items: { value: number }[] }).items[300]?.value, 7)
+  const broken = text.replace('- name: item-420\n', '- name: [item-420\n')
+  t.equal(failure(broken).message, 'deficient indentation at line 844, column 3', 'an error in the third batch (item 420, line 843) names its line in the file')
+  t.end()
+})
+
 function failure(text: string): { message: string, document: number | undefined } {
   try {
     read(text)
