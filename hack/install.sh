@@ -33,10 +33,10 @@ log "npm ci"
 npm ci --no-audit --no-fund
 
 log "control plane (cached per version)"
-hack/build-control-plane.sh "${KUBE_VERSION:-}" >/dev/null
+hack/control-plane/build.sh "${KUBE_VERSION:-}" >/dev/null
 if [[ ${INSTALL_BETA:-0} == 1 ]]; then
   # shellcheck source=versions.env
   source hack/versions.env
-  hack/build-control-plane.sh "$BETA_KUBE_VERSION" >/dev/null
+  hack/control-plane/build.sh "$BETA_KUBE_VERSION" >/dev/null
 fi
 log "done"

@@ -4,9 +4,9 @@
 # 127.0.0.1, then servicecidr-guard as a local process, and registers it as a validating webhook.
 # No containers and no network beyond loopback: the apiserver calls the webhook by URL.
 #
-#   hack/local-up.sh                          everything, Kubernetes $DEFAULT_KUBE_VERSION
-#   WEBHOOK=0 hack/local-up.sh                the control plane only
-#   KUBE_VERSION=v1.34.4 hack/local-up.sh     another Kubernetes (built and cached on first use)
+#   hack/local/up.sh                          everything, Kubernetes $DEFAULT_KUBE_VERSION
+#   WEBHOOK=0 hack/local/up.sh                the control plane only
+#   KUBE_VERSION=v1.34.4 hack/local/up.sh     another Kubernetes (built and cached on first use)
 #
 # Variables (all optional):
 #   KUBE_VERSION         Kubernetes version (default: DEFAULT_KUBE_VERSION in hack/versions.env)
@@ -25,16 +25,16 @@
 #                        (32768+) so outgoing connections never hold them, and off the usual 2379/6443
 #                        so a real cluster on the same machine does not clash
 #
-# Writes $LOCAL_DIR/env and $LOCAL_DIR/kubeconfig. Stop with hack/local-down.sh; restart one component
-# with hack/local-ctl.sh.
+# Writes $LOCAL_DIR/env and $LOCAL_DIR/kubeconfig. Stop with hack/local/down.sh; restart one component
+# with hack/local/ctl.sh.
 set -euo pipefail
 
 log_prefix=local-up
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib/local.sh
-source "$here/lib/local.sh"
-# shellcheck source=versions.env
-source "$here/versions.env"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+# shellcheck source=../versions.env
+source "$here/../versions.env"
 
 # Remember which settings the caller chose explicitly: only those are compared with a running plane.
 declare -A requested=()
@@ -61,8 +61,8 @@ usage_hint() {
   kubectl get servicecidrs
 
   state and logs: $LOCAL_DIR (logs/*.log, env)
-  restart one part: hack/local-ctl.sh restart apiserver|controller-manager|webhook
-  stop:             hack/local-down.sh   (KEEP_STATE=1 keeps $LOCAL_DIR)
+  restart one part: hack/local/ctl.sh restart apiserver|controller-manager|webhook
+  stop:             hack/local/down.sh   (KEEP_STATE=1 keeps $LOCAL_DIR)
 EOF
 }
 
@@ -75,11 +75,11 @@ if compgen -G "$LOCAL_DIR/pids/*" >/dev/null; then
     if component_pid "$c" >/dev/null; then running+=("$c"); else stopped+=("$c"); fi
   done
   ((${#stopped[@]} == 0)) ||
-    die "partly up: ${stopped[*]} stopped (running: ${running[*]:-none}). Start them with hack/local-ctl.sh start COMPONENT, or reset with hack/local-down.sh"
+    die "partly up: ${stopped[*]} stopped (running: ${running[*]:-none}). Start them with hack/local/ctl.sh start COMPONENT, or reset with hack/local/down.sh"
   # load_env has set KUBE_VERSION, SERVICE_CIDR and WEBHOOK to the running values.
   for v in "${!requested[@]}"; do
     [[ ${requested[$v]} == "${!v}" ]] ||
-      die "already up with $v=${!v}, not ${requested[$v]}; run hack/local-down.sh first"
+      die "already up with $v=${!v}, not ${requested[$v]}; run hack/local/down.sh first"
   done
   apiserver_ready || die "processes are running but kube-apiserver is not ready; see $LOCAL_DIR/logs/kube-apiserver.log"
   log "already up (${running[*]}): Kubernetes $KUBE_VERSION, ServiceCIDR $SERVICE_CIDR"
@@ -135,7 +135,7 @@ on_exit() {
   ((rc == 0)) && return
   log "failed; stopping what was started (${started[*]:-nothing})"
   for ((i = ${#started[@]} - 1; i >= 0; i--)); do stop_component "${started[i]}"; done
-  log "logs kept in $LOCAL_DIR/logs; hack/local-down.sh removes $LOCAL_DIR"
+  log "logs kept in $LOCAL_DIR/logs; hack/local/down.sh removes $LOCAL_DIR"
 }
 trap on_exit EXIT
 
@@ -156,7 +156,7 @@ launch() {
 since() { awk -v t0="$1" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }'; }
 
 # --- Binaries ----------------------------------------------------------------------------------------
-bin_dir=$("$here/build-control-plane.sh" "$KUBE_VERSION")
+bin_dir=$("$here/../control-plane/build.sh" "$KUBE_VERSION")
 KUBECTL=$bin_dir/kubectl
 ETCD_VERSION=$(sed -n 's/.*etcd=\([^ ]*\).*/\1/p' "$bin_dir/VERSION")
 

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by hack/local-up.sh, hack/local-down.sh and hack/local-ctl.sh: where the local control plane
+# Shared by hack/local/up.sh, hack/local/down.sh and hack/local/ctl.sh: where the local control plane
 # keeps its state, and how a component is started, recognised and stopped. Sourced, not executed.
 #
 # State layout under $LOCAL_DIR (default .local/ in the repository):
@@ -122,7 +122,7 @@ tail_log() {
 
 # Loads the values local-up wrote (ports, paths, binaries) into the current shell.
 load_env() {
-  [[ -f $LOCAL_DIR/env ]] || die "$LOCAL_DIR/env not found: is the local control plane up? (hack/local-up.sh)"
+  [[ -f $LOCAL_DIR/env ]] || die "$LOCAL_DIR/env not found: is the local control plane up? (hack/local/up.sh)"
   # shellcheck disable=SC1091
   source "$LOCAL_DIR/env"
 }
