@@ -49,8 +49,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: install
-install: ## Everything `make test` needs: missing Debian packages, npm ci, the control plane for KUBE_VERSION (cached).
+install: ## Everything `make test` and the image need: Debian packages, npm ci, the control plane (cached), a container engine.
 	KUBE_VERSION=$(KUBE_VERSION) hack/install.sh
+	$(MAKE) container-engine
 
 .PHONY: build
 build: ## Compile TypeScript into dist/.
@@ -61,8 +62,13 @@ typecheck: ## Type-check src, test, bench and hack (tsc --noEmit).
 	npm run typecheck
 
 .PHONY: lint
-lint: ## Lint with eslint.
+lint: ## Lint TypeScript (eslint) and every hack/ script (shellcheck).
 	npm run lint
+	$(MAKE) lint-shell
+
+.PHONY: lint-shell
+lint-shell: ## shellcheck every bash script under hack/ and .ci/.
+	shellcheck -x -P SCRIPTDIR $$(grep -rlE '^#!/usr/bin/env bash|^# shellcheck shell=bash' hack .ci)
 
 .PHONY: test
 test: ## The suite CI runs: type check, lint, unit tests, then the e2e suite on a local control plane.
@@ -148,14 +154,28 @@ manifests: ## Render every overlay into MANIFESTS_DIR/OVERLAY.yaml (IMG=... sets
 validate-manifests: ## Build every kustomization and check security, RBAC, webhook and wiring (offline).
 	KUBECTL=$(KUBECTL) $(if $(wildcard $(PROMTOOL)),PROMTOOL=$(PROMTOOL)) hack/manifests/validate.sh
 
+##@ Containers
+
+.PHONY: container-engine
+container-engine: ## Make sure a Docker engine answers: install docker.io, start dockerd (with a runc shim where needed), buildx.
+	hack/containers/engine.sh up
+	hack/containers/buildx.sh
+
+.PHONY: container-engine-down
+container-engine-down: ## Stop the dockerd that container-engine started (never another one).
+	hack/containers/engine.sh down
+
 .PHONY: image
-image: ## Build the container image IMG.
-	$(CONTAINER_TOOL) build -t $(IMG) --build-arg VERSION=$(VERSION) \
-	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) .
+image: ## Build the image IMG (BASE_IMAGES=auto|upstream|local; local: bases built from Debian packages).
+	IMG=$(IMG) hack/images/build.sh
+
+.PHONY: image-bases
+image-bases: ## Build the local stand-ins for the Dockerfile's base images (cached by version).
+	hack/images/bases.sh
 
 .PHONY: image-verify
-image-verify: ## Check the image's contents without Docker: production tree, size, server start (KUBECONFIG optional).
-	hack/verify-image-contents.sh
+image-verify: ## Run the image IMG as the Deployment does against a local control plane: user, read-only, /readyz, a review, SIGTERM.
+	IMG=$(IMG) hack/images/verify.sh
 
 .PHONY: deploy
 deploy: ## Install config/overlays/OVERLAY into the current kubectl context (needs cert-manager; IMG=... sets the image).
