@@ -73,8 +73,9 @@ lint-shell: ## shellcheck every bash script under hack/ and .ci/.
 	shellcheck -x -P SCRIPTDIR $$(grep -rlE '^#!/usr/bin/env bash|^# shellcheck shell=bash' hack .ci)
 
 .PHONY: test
-test: ## The suite CI runs: type check, lint, unit tests, then the e2e suite on a local control plane.
+test: ## The suite CI runs: type check, lint (eslint, shellcheck), unit tests, then the e2e suite on a local control plane.
 	npm test
+	$(MAKE) lint-shell
 	$(MAKE) e2e-local
 
 .PHONY: test-unit
