@@ -1,4 +1,4 @@
-// A kind cluster with servicecidr-guard installed from config/overlays/kind (hack/e2e-kind.sh). The
+// A kind cluster with servicecidr-guard installed from config/overlays/kind (hack/kind/e2e.sh). The
 // webhook is a Deployment; kube-apiserver is a static Pod on the node container
 // "<cluster>-control-plane".
 //
@@ -18,7 +18,7 @@
 //   only after up to a minute, a restart is deterministic.
 // - webhookReadiness / webhookMetrics: each Pod's health port through the apiserver's Pod proxy.
 //
-// This harness cannot run on the development machine (no container engine); hack/e2e-kind.sh runs it.
+// This harness cannot run on the development machine (no container engine); hack/kind/e2e.sh runs it.
 
 import { AppsV1Api, type V1Deployment } from '@kubernetes/client-node'
 import { execFile } from 'node:child_process'
@@ -46,7 +46,7 @@ export class KindHarness implements Harness {
 
   constructor() {
     const kubeconfig = process.env['KUBECONFIG']
-    if (!kubeconfig) throw new Error('E2E_TARGET=kind needs KUBECONFIG (hack/e2e-kind.sh sets it)')
+    if (!kubeconfig) throw new Error('E2E_TARGET=kind needs KUBECONFIG (hack/kind/e2e.sh sets it)')
     this.kubeconfigPath = kubeconfig.split(':')[0] ?? kubeconfig
     this.kubectl = process.env['KUBECTL'] ?? 'kubectl'
     this.clusterName = process.env['KIND_CLUSTER_NAME'] ?? 'servicecidr-guard-e2e'

@@ -1,5 +1,5 @@
-// The local control plane of hack/local-up.sh: processes on 127.0.0.1 described by $LOCAL_DIR/env,
-// controlled with hack/local-ctl.sh (which reuses each component's recorded command line).
+// The local control plane of hack/local/up.sh: processes on 127.0.0.1 described by $LOCAL_DIR/env,
+// controlled with hack/local/ctl.sh (which reuses each component's recorded command line).
 
 import { execFile } from 'node:child_process'
 import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs'
@@ -47,10 +47,10 @@ export class LocalHarness implements Harness {
 
   private async ctl(action: 'stop' | 'start' | 'restart', component: string): Promise<void> {
     try {
-      await run(join(this.repoRoot, 'hack/local-ctl.sh'), [action, component], { env: { ...process.env, LOCAL_DIR: this.dir }, timeout: 180_000 })
+      await run(join(this.repoRoot, 'hack/local/ctl.sh'), [action, component], { env: { ...process.env, LOCAL_DIR: this.dir }, timeout: 180_000 })
     } catch (error) {
       const { stderr } = error as { stderr?: string }
-      throw new Error(`hack/local-ctl.sh ${action} ${component} failed: ${stderr ?? String(error)}`, { cause: error })
+      throw new Error(`hack/local/ctl.sh ${action} ${component} failed: ${stderr ?? String(error)}`, { cause: error })
     }
   }
 
@@ -67,8 +67,14 @@ export class LocalHarness implements Harness {
     await this.cluster.waitApiserverReady()
   }
 
-  /** The --policy argument the webhook was started with, from its recorded command line. */
+  /**
+   * The policy file the webhook reads, on this machine: WEBHOOK_POLICY in $LOCAL_DIR/env (with
+   * WEBHOOK=image, the copy in the folder mounted into the container), else the --policy argument
+   * of its recorded command line.
+   */
   policyPath(): string {
+    const fromEnv = this.env['WEBHOOK_POLICY']
+    if (fromEnv) return fromEnv
     const argv = readFileSync(join(this.dir, 'cmd/webhook'), 'utf8').split('\0')
     const at = argv.indexOf('--policy')
     const path = at >= 0 ? argv[at + 1] : undefined
@@ -85,7 +91,7 @@ export class LocalHarness implements Harness {
     if (tracked) {
       throw new Error(
         `the webhook was started with the policy file ${path}, which git tracks; the suite rewrites the policy in force, ` +
-          'so start the control plane with a copy: hack/e2e-local.sh does, or POLICY=/tmp/policy.yaml hack/local-up.sh',
+          'so start the control plane with a copy: hack/local/e2e.sh does, or POLICY=/tmp/policy.yaml hack/local/up.sh',
       )
     }
   }
@@ -120,6 +126,6 @@ export class LocalHarness implements Harness {
   }
 
   describe(): Record<string, string> {
-    return { target: 'local', kubeVersion: this.env['KUBE_VERSION'] ?? '', etcdVersion: this.env['ETCD_VERSION'] ?? '', serviceCIDR: this.env['SERVICE_CIDR'] ?? '', policy: this.policyPath() }
+    return { target: 'local', kubeVersion: this.env['KUBE_VERSION'] ?? '', etcdVersion: this.env['ETCD_VERSION'] ?? '', serviceCIDR: this.env['SERVICE_CIDR'] ?? '', policy: this.policyPath(), webhook: this.env['WEBHOOK_IMAGE'] ? `image ${this.env['WEBHOOK_IMAGE']}` : 'local process' }
   }
 }

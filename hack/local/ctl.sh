@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # Stops, starts or restarts one component of the local control plane with the exact command line
-# hack/local-up.sh used (recorded in $LOCAL_DIR/cmd/). For fault tests: restart kube-apiserver, take
+# hack/local/up.sh used (recorded in $LOCAL_DIR/cmd/). For fault tests: restart kube-apiserver, take
 # the webhook away and bring it back.
 #
-#   hack/local-ctl.sh stop|start|restart etcd|apiserver|controller-manager|webhook
-#   hack/local-ctl.sh status [COMPONENT]
+#   hack/local/ctl.sh stop|start|restart etcd|apiserver|controller-manager|webhook
+#   hack/local/ctl.sh status [COMPONENT]
 #
 # start and restart return once the component is usable again (the same checks as local-up).
 # stop returns once the process has exited (SIGTERM, SIGKILL after STOP_GRACE_SECONDS, default 20).
@@ -13,8 +13,8 @@ set -euo pipefail
 
 log_prefix=local-ctl
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib/local.sh
-source "$here/lib/local.sh"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 usage() {
   sed -n 's/^#   //p' "$0" >&2

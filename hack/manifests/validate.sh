@@ -3,7 +3,7 @@
 # promises about its manifests. Offline: no cluster is needed (the e2e suite does the server-side
 # dry-run against a real apiserver).
 #
-#   hack/validate-manifests.sh            (make validate-manifests)
+#   hack/manifests/validate.sh            (make validate-manifests)
 #
 # Built: config/default, every config/overlays/*, and the compositions a user would write: gke with
 # config/prometheus, with config/certmanager/external-issuer and an issuer patch, with
@@ -28,13 +28,13 @@
 # With promtool (PROMTOOL, or on PATH; make promtool builds it), the PrometheusRule is checked
 # (promtool check rules) and unit-tested (config/prometheus/rules_test.yaml).
 #
-# Environment: KUBECTL (default: hack/find-kubectl.sh), NODE (default: the repository's Node 24),
+# Environment: KUBECTL (default: hack/control-plane/find-kubectl.sh), NODE (default: the repository's Node 24),
 # OUT (keep the built manifests there).
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-kubectl=$(hack/find-kubectl.sh)
+kubectl=$(hack/control-plane/find-kubectl.sh)
 node=${NODE:-$repo/node_modules/.bin/node}
 namespace=servicecidr-guard-system
 
