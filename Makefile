@@ -196,6 +196,10 @@ image-bases: ## Build the local stand-ins for the Dockerfile's base images (cach
 image-verify: ## Run the image IMG as the Deployment does against a local control plane: user, read-only, /readyz, a review, SIGTERM.
 	IMG=$(IMG) hack/images/verify.sh
 
+.PHONY: image-verify-cli
+image-verify-cli: ## Run every subcommand from the image IMG as a team does in CI (docker run IMG check ..., files mounted).
+	IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/images/verify-cli.sh
+
 .PHONY: deploy
 deploy: ## Install config/overlays/OVERLAY into the current kubectl context (needs cert-manager; IMG=... sets the image).
 	@$(KUBECTL) get crd certificates.cert-manager.io >/dev/null 2>&1 || { \

@@ -124,9 +124,9 @@ t.test('the kubectl plugin form: kubectl-servicecidr_guard on PATH', async (t) =
   if (plugin === undefined) return
   const direct = await sh(plugin, ['check', '--policy', 'policy.yaml', 'inside.yaml'], { cwd: project, env: { ...process.env, PATH: withNode24 } })
   t.equal(direct.code, 0, 'it runs the same command')
-  const kubectl = process.env['KUBECTL'] ?? (await sh(join(root, 'hack/find-kubectl.sh'), [], { cwd: root, env: process.env })).stdout.trim()
+  const kubectl = process.env['KUBECTL'] ?? (await sh(join(root, 'hack/control-plane/find-kubectl.sh'), [], { cwd: root, env: process.env })).stdout.trim()
   if (kubectl === '' || !existsSync(kubectl)) {
-    t.comment('no kubectl here (KUBECTL, or hack/find-kubectl.sh): `kubectl servicecidr-guard` itself not run')
+    t.comment('no kubectl here (KUBECTL, or hack/control-plane/find-kubectl.sh): `kubectl servicecidr-guard` itself not run')
     return
   }
   const path = [dirname(plugin), withNode24].join(delimiter)

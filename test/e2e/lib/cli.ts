@@ -17,7 +17,7 @@ export interface CLIResult {
 
 export const mainPath = join(repoRoot, 'dist/main.js')
 
-/** Builds dist/ if it is missing (hack/local-up.sh builds it; a run against another cluster may not). */
+/** Builds dist/ if it is missing (hack/local/up.sh builds it; a run against another cluster may not). */
 export async function ensureBuilt(): Promise<void> {
   if (!existsSync(mainPath)) await run('npm', ['run', '--silent', 'build'], { cwd: repoRoot, timeout: 300_000 })
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Proves that the image runs every command line subcommand as a team uses it in CI, files mounted:
+# Proves that the image runs every command line subcommand as a team uses it in CI, files mounted
+# (make image-verify-cli):
 #
-#   hack/verify-image-cli.sh --image IMAGE      docker run --rm -i -v DIR:/work:ro -w /work IMAGE ARGS...
-#   hack/verify-image-cli.sh --main DIST_MAIN   the same commands as NODE DIST_MAIN ARGS... in DIR
-#                                               (no container engine: the runtime tree that
-#                                               hack/verify-image-contents.sh lays out, or dist/main.js)
+#   hack/images/verify-cli.sh                   docker run --rm -i -v DIR:/work:ro -w /work IMG ARGS...
+#                                               IMG: the image `make image` builds,
+#                                               servicecidr-guard:<package.json version>
+#   hack/images/verify-cli.sh --main DIST_MAIN  the same commands as NODE DIST_MAIN ARGS... in DIR,
+#                                               without a container engine (dist/main.js after
+#                                               npm run build)
 #
 # In a scratch directory DIR (world-readable: the image runs as user 65532) it writes a policy, two
 # manifests and a cluster dump, then checks, for each subcommand: exit code, the line a user reads,
@@ -12,22 +15,29 @@
 #   --version; check (admitted 0, denied 1, from standard input, JUnit); audit --cluster (-o json,
 #   -o policyreport); plan; generate vap; a broken policy (exit 2).
 #
-# Needs: bash, and docker (CONTAINER_TOOL=podman works too) for --image, or NODE (default: the
-# repository's node_modules/.bin/node, Node 24) for --main.
+# Needs: bash, and a Docker engine with the image (make image; CONTAINER_TOOL=podman works too), or
+# for --main NODE (default: the repository's node_modules/.bin/node, Node 24).
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-log() { printf '[verify-image-cli] %s\n' "$*" >&2; }
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+log() { printf '[image-verify-cli] %s\n' "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
 
-mode=${1:-}
-target=${2:-}
-[[ ($mode == --image || $mode == --main) && -n $target ]] || die "usage: $0 --image IMAGE | --main PATH/TO/dist/main.js"
-if [[ $mode == --main ]]; then
-  [[ -f $target ]] || die "$target not found (npm run build)"
-  target=$(realpath "$target")
-fi
 version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$repo/package.json")
+case ${1:-} in
+  '')
+    mode=--image
+    target=${IMG:-servicecidr-guard:$version}
+    "${CONTAINER_TOOL:-docker}" image inspect "$target" >/dev/null 2>&1 || die "image $target not found: run make image"
+    ;;
+  --main)
+    mode=--main
+    target=${2:-}
+    [[ -f $target ]] || die "${target:-DIST_MAIN} not found (npm run build)"
+    target=$(realpath "$target")
+    ;;
+  *) die "usage: $0 (IMG=IMAGE in the environment) | $0 --main PATH/TO/dist/main.js" ;;
+esac
 
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
