@@ -73,6 +73,7 @@ export interface SharedReservationsOptions {
   readonly ttlMs: number
   /** A review waits at most this long for its reservation, queue and retries included. */
   readonly deadlineMs: number
+  /** Writes tried per batch before failing closed (default 10); the deadline bounds them too. */
   readonly maxAttempts?: number
   readonly maxEntries?: number
   readonly now?: () => number
@@ -156,7 +157,7 @@ export class SharedReservations {
   constructor(options: SharedReservationsOptions) {
     this.options = options
     this.now = options.now ?? Date.now
-    this.maxAttempts = options.maxAttempts ?? 5
+    this.maxAttempts = options.maxAttempts ?? 10
     this.maxEntries = options.maxEntries ?? 1000
   }
 
@@ -317,6 +318,10 @@ export class SharedReservations {
         if (error instanceof StoreError && error.kind === 'conflict') {
           this.options.events?.write?.('conflict')
           waiting = admitted
+          // Another replica wrote in between. A short random pause before reading again, so two
+          // replicas writing back to back do not collide in step every time (client-go's
+          // retry.RetryOnConflict backs off 10 ms with jitter; this is full jitter, growing a little).
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(50, 5 * attempt)))
           continue
         }
         this.options.events?.write?.('error')
