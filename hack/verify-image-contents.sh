@@ -150,10 +150,11 @@ EOF
   log "serve: KUBECONFIG is not set; using a kubeconfig that points at a closed port (127.0.0.1:$closed_port)"
 fi
 
-# Run from the runtime directory with a clean environment, as the image would.
+# Run from the runtime directory with a clean environment, as the image would, plus the one variable
+# the Deployment sets (POD_NAMESPACE, where the shared reservations Lease is found).
 (
   cd "$app"
-  exec env -i PATH=/usr/bin:/bin HOME=/nonexistent "$node" dist/main.js serve \
+  exec env -i PATH=/usr/bin:/bin HOME=/nonexistent POD_NAMESPACE=servicecidr-guard-system "$node" dist/main.js serve \
     --policy "$tmp/policy/policy.yaml" --tls-cert "$tmp/tls/tls.crt" --tls-key "$tmp/tls/tls.key" \
     --port "$port" --health-port "$health_port" --host 127.0.0.1 \
     --kubeconfig "$kubeconfig" --log-level info --shutdown-timeout 5
