@@ -6,13 +6,16 @@
 // With the shared reservation switched off (SHARED_RESERVATION=0 hack/e2e-local.sh, make
 // e2e-race-off) the same spec expects the opposite, double admits, so the run shows it can fail.
 //
+// And failing closed: with the reservations Lease gone, an admitted CREATE is refused, saying so,
+// and admitted again once the Lease is back.
+//
 // Also measured: the latency of an admitted CREATE through kube-apiserver (client-side exact
 // percentiles, and the apiserver's own histogram), in the race and one at a time, the latter side by
 // side with an anchor: the same CREATEs under overlap: Allow, which reads and writes no reservation.
 //
 // Ranges: 10.210.0.0/16 only, under a policy of this file's own (the baseline's with allowedRanges
 // [10.210.0.0/16] and prefixes /16 to /28), restored at the end. Pair k: 10.210.k.0/24 and
-// 10.210.k.128/25 (k < 200); one at a time: /28s from 10.210.200.0 on.
+// 10.210.k.128/25 (k < 200); one at a time: /28s from 10.210.200.0 on; the Lease gone: 10.210.240.0/24.
 
 import t, { type Test } from 'tap'
 import { apiFailure, deniedPrefix, webhookName } from './lib/kube.ts'
@@ -61,12 +64,13 @@ async function admittedCreates(): Promise<Histogram> {
 const brief = (summary: LatencySummary): { count: number, meanMs: number | undefined, p50Ms: number | undefined, p99Ms: number | undefined } =>
   ({ count: summary.count, meanMs: summary.meanMs, p50Ms: summary.p50Ms, p99Ms: summary.p99Ms })
 
-let shared = true
-let replicas = 0
+/** What the setup spec finds; read by the specs after it. */
+const observed = { shared: true, replicas: 0 }
 
 await file.spec('setup: two or more replicas behind one endpoint, and this file\'s policy (10.210.0.0/16)', async (t) => {
-  shared = await harness.sharedReservation()
-  replicas = (await harness.webhookReadiness()).length
+  observed.shared = await harness.sharedReservation()
+  observed.replicas = (await harness.webhookReadiness()).length
+  const { shared, replicas } = observed
   t.ok(replicas >= 2, `${String(replicas)} webhook replicas answer (the proof needs at least two)`)
   file.requirement('shared-reservation', shared, shared ? 'the replicas share their reservations' : 'the replicas run with --no-shared-reservation: this run expects double admits')
   t.comment(shared ? 'shared reservation ON: expecting no pair admitted twice' : 'shared reservation OFF: expecting pairs admitted twice')
@@ -75,6 +79,7 @@ await file.spec('setup: two or more replicas behind one endpoint, and this file\
 })
 
 async function race(t: Test): Promise<void> {
+  const { shared, replicas } = observed
   const apiserverBefore = await admittedCreates()
   const webhookBefore = (await harness.webhookMetrics()).map(parseSamples)
   const outcomes: Result[][] = []
@@ -163,14 +168,47 @@ await file.spec(`latency of an admitted CREATE one at a time: overlap Deny (a sh
     buckets: part.buckets.map(({ le, count }) => ({ le, count: count + (sum.buckets.find((bucket) => bucket.le === le)?.count ?? 0) })),
   })))
   const figures = {
-    sharedReservation: shared,
+    sharedReservation: observed.shared,
     reserving: { client: percentiles(blocks.reserving.client), apiserver: brief(merge(blocks.reserving.apiserver)) },
     anchorOverlapAllow: { client: percentiles(blocks.anchor.client), apiserver: brief(merge(blocks.anchor.apiserver)) },
   }
-  file.measure(`one at a time (shared reservation ${shared ? 'on' : 'off'})`, figures)
+  file.measure(`one at a time (shared reservation ${observed.shared ? 'on' : 'off'})`, figures)
   t.comment(`one at a time: ${JSON.stringify(figures)}`)
   t.equal(blocks.reserving.client.length + blocks.anchor.client.length, rounds * perRound * 2, 'every CREATE was admitted')
   await harness.setPolicy(policyWith(filePolicy))
 })
+
+const leasePath = '/apis/coordination.k8s.io/v1/namespaces/servicecidr-guard-system/leases/servicecidr-guard-reservations'
+
+await (async () => {
+  const name = 'fail closed: with the reservations Lease gone, an admitted CREATE is refused and says so; back with the Lease'
+  if (!observed.shared) {
+    await file.skip(name, 'shared-reservation', 'the replicas do not use the Lease in this run')
+    return
+  }
+  await file.spec(name, async (t) => {
+    const read = await cluster.rawJSON('GET', leasePath)
+    t.equal(read.status, 200, 'the Lease the manifests created is there')
+    const { metadata } = read.body as { metadata: { name: string, namespace: string, labels?: Record<string, string> } }
+    const deleted = await cluster.rawJSON('DELETE', leasePath)
+    t.equal(deleted.status, 200, 'deleted (as an administrator might, by mistake)')
+    try {
+      const refused = await create('e2e-replicas-no-lease', '10.210.240.0/24')
+      t.equal(refused.admitted, false, 'the CREATE is refused')
+      if (!refused.admitted) {
+        t.equal(refused.rule, 'OverlapUnconfirmed')
+        t.match(refused.message, 'was not admitted: the overlap check across the webhook\'s replicas could not be completed: the Lease servicecidr-guard-system/servicecidr-guard-reservations does not exist (it comes with the webhook\'s manifests; apply them again). Nothing was created; retry in a few seconds')
+      }
+    } finally {
+      // Back as the manifests declare it: no spec, no annotations.
+      const restored = await cluster.rawJSON('POST', '/apis/coordination.k8s.io/v1/namespaces/servicecidr-guard-system/leases', {
+        body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: metadata.name, namespace: metadata.namespace, labels: metadata.labels }, spec: {} },
+      })
+      t.equal(restored.status, 201, 'the Lease is created again')
+    }
+    const admitted = await create('e2e-replicas-no-lease', '10.210.240.0/24')
+    t.ok(admitted.admitted, 'with the Lease back, the same CREATE is admitted')
+  })
+})()
 
 await finish(context)
