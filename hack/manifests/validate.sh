@@ -5,17 +5,21 @@
 #
 #   hack/manifests/validate.sh            (make validate-manifests)
 #
-# Built: config/default, every config/overlays/*, and the compositions a user would write: gke with
-# config/prometheus, with config/certmanager/external-issuer and an issuer patch, with
-# config/capacity-warnings, with config/vap/gke, and with config/policy-reports.
+# Built: config/default, every config/overlays/*, and the compositions a user would write: gke +
+# config/prometheus, gke + config/certmanager/external-issuer with an issuer patch, gke +
+# config/capacity-warnings, gke + config/network-policy, gke + config/vap/gke, and gke +
+# config/policy-reports.
 # Checked in each (jq over the built objects):
 #   - the Deployment: restricted securityContext (runAsNonRoot, numeric 65532 user and group,
 #     readOnlyRootFilesystem, allowPrivilegeEscalation false, drop ALL, seccomp RuntimeDefault),
 #     no host namespaces, 2+ replicas, probes, a memory limit, the service account token
-#   - RBAC: the webhook's ClusterRole granting exactly get/list/watch on servicecidrs and
-#     ipaddresses, bound to its ServiceAccount; no other Role or binding (but config/policy-reports'
-#     own, checked with it)
-#   - the ValidatingWebhookConfiguration: failurePolicy Fail, sideEffects None, the two
+#   - RBAC: one ClusterRole granting exactly get/list/watch on servicecidrs and ipaddresses, bound
+#     to the webhook's ServiceAccount; one Role granting get/update on the reservations Lease by
+#     name and nothing else, bound to the same ServiceAccount; no other Role or binding (but
+#     config/policy-reports' own ClusterRole and binding, checked with it)
+#   - the shared reservations: the Lease exists in the webhook's namespace under the name the Role
+#     grants, and the Deployment passes its namespace in POD_NAMESPACE (Downward API)
+#   - the ValidatingWebhookConfiguration: failurePolicy Fail, sideEffects NoneOnDryRun, the two
 #     matchConditions, AdmissionReview v1, no status subresource, pointing at the webhook Service
 #   - the wiring: Service -> container port, cert-manager annotation -> Certificate -> Secret ->
 #     Deployment volume, DNS names, every namespaced object in servicecidr-guard-system
@@ -100,13 +104,16 @@ paths[compose/gke+external-issuer]=$(compose external-issuer \
 paths[compose/gke+capacity-warnings]=$(compose capacity-warnings \
   'resources: [@CONFIG@/overlays/gke]' \
   'components: [@CONFIG@/capacity-warnings]')
+paths[compose/gke+network-policy]=$(compose network-policy \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/network-policy]')
 paths[compose/gke+vap]=$(compose vap \
   'resources: [@CONFIG@/overlays/gke]' \
   'components: [@CONFIG@/vap/gke]')
 paths[compose/gke+policy-reports]=$(compose policy-reports \
   'resources: [@CONFIG@/overlays/gke]' \
   'components: [@CONFIG@/policy-reports]')
-targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings compose/gke+vap compose/gke+policy-reports)
+targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings compose/gke+network-policy compose/gke+vap compose/gke+policy-reports)
 
 # Common jq definitions, applied to the array of built objects.
 # shellcheck disable=SC2016 # jq variables, not shell ones
@@ -170,7 +177,22 @@ for target in "${targets[@]}"; do
         and (.verbs - [\"get\", \"list\", \"watch\"] | length == 0) and .resourceNames == null and .nonResourceURLs == null)
     and ([.[] | .resources[] as \$r | .verbs[] as \$v | \"\(\$r):\(\$v)\"] | unique) ==
         [\"ipaddresses:get\", \"ipaddresses:list\", \"ipaddresses:watch\", \"servicecidrs:get\", \"servicecidrs:list\", \"servicecidrs:watch\"]"
-  check "no namespaced Role or RoleBinding" "$defs (objs(\"Role\") + objs(\"RoleBinding\")) | length == 0"
+  check "exactly one Role: get and update on the Lease servicecidr-guard-reservations, nothing else" "$defs one(\"Role\") |
+    .metadata.name == \"servicecidr-guard-reservations\" and .metadata.namespace == \"$namespace\"
+    and .rules == [{apiGroups: [\"coordination.k8s.io\"], resources: [\"leases\"], resourceNames: [\"servicecidr-guard-reservations\"], verbs: [\"get\", \"update\"]}]"
+  check "exactly one RoleBinding: that Role to ServiceAccount servicecidr-guard/$namespace" "$defs one(\"RoleBinding\") |
+    .metadata.namespace == \"$namespace\"
+    and .roleRef == {apiGroup: \"rbac.authorization.k8s.io\", kind: \"Role\", name: \"servicecidr-guard-reservations\"}
+    and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard\", namespace: \"$namespace\"}]"
+  # --- the shared reservations Lease ---
+  check "the reservations Lease is in $namespace, named as the Role grants, with no spec or annotations for apply to fight over" "$defs one(\"Lease\") |
+    .metadata.name == \"servicecidr-guard-reservations\" and .metadata.namespace == \"$namespace\"
+    and (.spec // {}) == {} and (.metadata.annotations // {}) == {}"
+  # serve's --reservation-lease defaults to \$POD_NAMESPACE/servicecidr-guard-reservations (src/cli/serve.ts).
+  check "the Deployment finds the Lease: POD_NAMESPACE from the Downward API, no --no-shared-reservation, no other --reservation-lease" "$defs podspec.containers[0] |
+    ([.env[] | select(.name == \"POD_NAMESPACE\")] == [{name: \"POD_NAMESPACE\", valueFrom: {fieldRef: {fieldPath: \"metadata.namespace\"}}}])
+    and (.args | index(\"--no-shared-reservation\") == null)
+    and (.args | (index(\"--reservation-lease\") // null) as \$i | \$i == null or .[\$i + 1] == \"$namespace/servicecidr-guard-reservations\")"
   rbac_names='["servicecidr-guard"]'
   if [[ $target == compose/gke+policy-reports ]]; then rbac_names='["servicecidr-guard", "servicecidr-guard-audit"]'; fi
   check "no ClusterRole or ClusterRoleBinding but $rbac_names" "[.[] | select(.kind == \"ClusterRole\" or .kind == \"ClusterRoleBinding\") | .metadata.name] | unique == $rbac_names"
@@ -180,8 +202,9 @@ for target in "${targets[@]}"; do
 
   # --- ValidatingWebhookConfiguration ---
   # (config/capacity-warnings adds a second, warning-only webhook; it is checked below.)
-  check "webhook: failurePolicy Fail, sideEffects None, AdmissionReview v1, short timeout" "$defs [vwc.webhooks[0]] | all(
-    .failurePolicy == \"Fail\" and .sideEffects == \"None\" and .admissionReviewVersions == [\"v1\"]
+  # NoneOnDryRun: the webhook writes the reservations Lease, but never for a dry run.
+  check "webhook: failurePolicy Fail, sideEffects NoneOnDryRun, AdmissionReview v1, short timeout" "$defs [vwc.webhooks[0]] | all(
+    .failurePolicy == \"Fail\" and .sideEffects == \"NoneOnDryRun\" and .admissionReviewVersions == [\"v1\"]
     and .timeoutSeconds <= 10 and .matchPolicy == \"Equivalent\" and .name == \"validate.servicecidr-guard.dev\")"
   check "webhook rules: servicecidrs v1+v1beta1 CREATE/UPDATE/DELETE, cluster scope, no status subresource" "$defs vwc.webhooks[0].rules == [{
     apiGroups: [\"networking.k8s.io\"], apiVersions: [\"v1\", \"v1beta1\"], operations: [\"CREATE\", \"UPDATE\", \"DELETE\"],
@@ -288,6 +311,18 @@ for target in "${targets[@]}"; do
           .name == \"capacity.servicecidr-guard.dev\" and .failurePolicy == \"Ignore\" and .sideEffects == \"None\"
           and .rules == [{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"], resources: [\"services\"], scope: \"Namespaced\"}]
           and .clientConfig == \$w[0].clientConfig and (.matchConditions | length == 1))"
+      ;;
+    compose/gke+network-policy)
+      check "NetworkPolicy: selects the webhook Pods, ingress only; the webhook port from the Konnectivity agents only, the health port from opted-in namespaces" "$defs
+        one(\"NetworkPolicy\") as \$np | (\$np.metadata.namespace == \"$namespace\")
+        and (\$np.spec.podSelector.matchLabels == deploy.spec.selector.matchLabels) and \$np.spec.policyTypes == [\"Ingress\"]
+        and (\$np.spec.ingress | length == 2)
+        and (\$np.spec.ingress[0] == {ports: [{port: \"webhook\", protocol: \"TCP\"}], from: [{
+          namespaceSelector: {matchLabels: {\"kubernetes.io/metadata.name\": \"kube-system\"}},
+          podSelector: {matchLabels: {\"k8s-app\": \"konnectivity-agent\"}}}]})
+        and (\$np.spec.ingress[1] == {ports: [{port: \"health\", protocol: \"TCP\"}], from: [{
+          namespaceSelector: {matchLabels: {\"servicecidr-guard.dev/scrape-metrics\": \"true\"}}}]})
+        and ([podspec.containers[0].ports[].name] | index(\"webhook\") != null and index(\"health\") != null)"
       ;;
     compose/gke+vap)
       check "ValidatingAdmissionPolicy servicecidr-guard: Fail, servicecidrs v1+v1beta1 (Equivalent), the webhook's two skips, one 403 validation" "$defs

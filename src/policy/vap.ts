@@ -9,7 +9,7 @@
 //
 // Each message is the engine's, word for word (src/policy/rules/), so a denial reads the same from
 // either; only the engine's suggestion of a free range is missing, since it needs the cluster's state.
-// The e2e suite (test/e2e/09-vap.test.ts) holds the two to the same verdicts and messages.
+// The e2e suite (test/e2e/10-vap.test.ts) holds the two to the same verdicts and messages.
 
 import { familyWidth, type Family, type Prefix } from './ip.ts'
 import { apiserverUsername, defaultServiceCIDRName } from './engine.ts'

@@ -1,5 +1,6 @@
 // The manifests pass server-side dry-run against the real kube-apiserver: every overlay
-// (config/default and config/overlays/*, plus the gke overlay with the optional Prometheus component)
+// (config/default and config/overlays/*, plus the gke overlay with the optional Prometheus and
+// NetworkPolicy components)
 // is built with `kubectl kustomize` and applied with --dry-run=server. Kinds whose CRDs the cluster
 // does not serve (cert-manager's Certificate and Issuer, the Prometheus Operator's ServiceMonitor and
 // PrometheusRule on the local control plane) cannot be dry-run there, and kubectl's client-side dry
@@ -41,15 +42,15 @@ async function build(dir: string): Promise<Manifest[]> {
 }
 
 /**
- * The kustomizations to check: config/default, every overlay, and gke with each optional component no
- * overlay includes (Prometheus, the ValidatingAdmissionPolicy, the scheduled policy reports), written
- * to a scratch directory.
+ * The kustomizations to check: config/default, every overlay, and gke with each optional component
+ * no overlay includes (Prometheus, the NetworkPolicy, the ValidatingAdmissionPolicy, the scheduled
+ * policy reports), written to a scratch directory.
  */
 function kustomizations(scratch: string): { name: string, dir: string }[] {
   const overlays = readdirSync(join(repoRoot, 'config/overlays'), { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .map((entry) => ({ name: `config/overlays/${entry.name}`, dir: join(repoRoot, 'config/overlays', entry.name) }))
-  const compositions = ['config/prometheus', 'config/vap/gke', 'config/policy-reports'].map((component) => {
+  const withComponent = (component: string): { name: string, dir: string } => {
     const dir = join(scratch, `gke-${component.replaceAll('/', '-')}`)
     mkdirSync(dir, { recursive: true })
     // kustomize takes only relative paths to other kustomizations.
@@ -58,11 +59,18 @@ function kustomizations(scratch: string): { name: string, dir: string }[] {
       apiVersion: 'kustomize.config.k8s.io/v1beta1',
       kind: 'Kustomization',
       resources: [join(up, 'config/overlays/gke')],
-      components: [join(up, component)],
+      components: [join(up, 'config', component)],
     }))
-    return { name: `config/overlays/gke + ${component}`, dir }
-  })
-  return [{ name: 'config/default', dir: join(repoRoot, 'config/default') }, ...overlays, ...compositions]
+    return { name: `config/overlays/gke + config/${component}`, dir }
+  }
+  return [
+    { name: 'config/default', dir: join(repoRoot, 'config/default') },
+    ...overlays,
+    withComponent('prometheus'),
+    withComponent('network-policy'),
+    withComponent('vap/gke'),
+    withComponent('policy-reports'),
+  ]
 }
 
 /** Which group/version/kinds the cluster serves, from discovery. */

@@ -1,6 +1,6 @@
-// Variants of the baseline policy for the specs that change what is in force (expansion, Warn, Audit):
-// the baseline document with the given fields of spec replaced. (Comments are not kept: the webhook
-// reads only the fields.)
+// Variants of the baseline policy for the specs that change what is in force (expansion, Warn, Audit,
+// a spec's own ranges): the baseline document with the given fields of spec replaced. (Comments are
+// not kept: the webhook reads only the fields.)
 
 import { dump, load } from 'js-yaml'
 import { baselinePolicy } from '../harness/index.ts'
@@ -8,6 +8,8 @@ import { baselinePolicy } from '../harness/index.ts'
 export interface PolicyChanges {
   readonly overlap?: 'Deny' | 'AllowExpansion' | 'Allow'
   readonly enforcement?: 'Deny' | 'Warn' | 'Audit'
+  readonly allowedRanges?: readonly string[]
+  readonly prefixLength?: { readonly ipv4?: { readonly min: number, readonly max: number }, readonly ipv6?: { readonly min: number, readonly max: number } }
 }
 
 export function policyWith(changes: PolicyChanges): string {

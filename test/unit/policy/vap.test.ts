@@ -1,6 +1,6 @@
 // The policy as a ValidatingAdmissionPolicy (src/policy/vap.ts): what it matches, which rules it
 // carries, how enforcement maps to validationActions, and the targets it refuses. What the CEL
-// decides is proven against a real kube-apiserver (test/e2e/09-vap.test.ts): no CEL evaluator with
+// decides is proven against a real kube-apiserver (test/e2e/10-vap.test.ts): no CEL evaluator with
 // Kubernetes' cidr() library exists outside it.
 
 import t from 'tap'
