@@ -2,7 +2,7 @@
 // written as `kubectl get servicecidrs,ipaddresses -o yaml` (and -o json) prints them. Prints
 // medians of several runs and peak RSS; it asserts nothing, so it is not a timed test.
 //
-//   node bench/cli.ts [--runs N]
+//   node bench/cli.ts [--runs N] [--keep]      (--keep: leave the dumps for timing other builds on them)
 //
 // Evaluation is timed in this process on a loaded state; whole commands are timed in fresh child
 // processes (the same runCli that main.ts calls), each reporting its own time and peak RSS. So are
@@ -287,5 +287,6 @@ try {
   command('check, YAML dump', yamlRuns, [...check, '--cluster', yamlPath])
   command('audit, YAML dump', yamlRuns, ['audit', '--policy', policyPath, '--cluster', yamlPath, '-o', 'json'])
 } finally {
-  await rm(dir, { recursive: true, force: true })
+  if (process.argv.includes('--keep')) console.log(`\ndumps, policy and manifests kept in ${dir}`)
+  else await rm(dir, { recursive: true, force: true })
 }
