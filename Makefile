@@ -85,6 +85,10 @@ test: ## The suite CI runs: type check, lint (eslint, shellcheck), unit tests, t
 test-unit: ## Unit tests only.
 	npm run test:unit
 
+.PHONY: package-verify
+package-verify: ## npm pack, publish to a throwaway local registry, then `npx servicecidr-guard@VERSION check` in an empty directory (needs the npm registry).
+	npm run test:package
+
 .PHONY: bench
 bench: ## Run the benchmarks (prints figures; see docs/benchmarks.md).
 	npm run bench
@@ -182,6 +186,14 @@ container-engine: ## Make sure a Docker engine answers: install docker.io, start
 container-engine-down: ## Stop the dockerd that container-engine started (never another one).
 	hack/containers/engine.sh down
 
+.PHONY: vap
+vap: ## Regenerate config/vap/OVERLAY/ (the ValidatingAdmissionPolicy of each overlay's policy) after a policy change.
+	@for overlay in gke generic; do \
+	  node_modules/.bin/node src/main.ts generate vap --policy config/overlays/$$overlay/policy.yaml \
+	    > config/vap/$$overlay/validating-admission-policy.yaml; \
+	  echo "config/vap/$$overlay/validating-admission-policy.yaml"; \
+	done
+
 .PHONY: image
 image: ## Build the image IMG (BASE_IMAGES=auto|upstream|local; local: bases built from Debian packages).
 	IMG=$(IMG) hack/images/build.sh
@@ -193,6 +205,10 @@ image-bases: ## Build the local stand-ins for the Dockerfile's base images (cach
 .PHONY: image-verify
 image-verify: ## Run the image IMG as the Deployment does against a local control plane: user, read-only, /readyz, a review, SIGTERM.
 	IMG=$(IMG) hack/images/verify.sh
+
+.PHONY: image-verify-cli
+image-verify-cli: ## Run every subcommand from the image IMG as a team does in CI (docker run IMG check ..., files mounted).
+	IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/images/verify-cli.sh
 
 .PHONY: deploy
 deploy: ## Install config/overlays/OVERLAY into the current kubectl context (needs cert-manager; IMG=... sets the image).

@@ -2,22 +2,30 @@
 // written as `kubectl get servicecidrs,ipaddresses -o yaml` (and -o json) prints them. Prints
 // medians of several runs and peak RSS; it asserts nothing, so it is not a timed test.
 //
-//   node bench/cli.ts [--runs N]
+//   node bench/cli.ts [--runs N] [--keep]      (--keep: leave the dumps for timing other builds on them)
 //
 // Evaluation is timed in this process on a loaded state; whole commands are timed in fresh child
-// processes (the same runCli that main.ts calls), each reporting its own time and peak RSS.
+// processes (the same runCli that main.ts calls), each reporting its own time and peak RSS. So are
+// the ways to parse the YAML dump, side by side: the parser the project used before (`yaml`), the
+// one it uses (js-yaml) on the whole file and item by item (src/config/yaml.ts), and JSON.parse of
+// the JSON dump as the anchor.
 
 import { spawnSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
+import { loadAll } from 'js-yaml'
+// The parser this project used before js-yaml: a devDependency only for this comparison.
+import { parseAllDocuments } from 'yaml'
 import { runChecks } from '../src/cli/check.ts'
 import type { CommandIO } from '../src/cli/io.ts'
 import { planRange } from '../src/cli/plan.ts'
 import { runCli } from '../src/cli/program.ts'
 import { buildClusterState, readManifests, readObjects } from '../src/cluster/files.ts'
 import { parsePolicy } from '../src/config/policy.ts'
+import { readYAMLDocuments } from '../src/config/yaml.ts'
 import { auditCluster } from '../src/policy/audit.ts'
 import type { ClusterState } from '../src/policy/state.ts'
 
@@ -146,6 +154,9 @@ const discard: CommandIO = {
   stderr: (text) => process.stderr.write(text),
   readFile: (path) => readFile(path, 'utf8'),
   readCluster: () => Promise.reject(new Error('offline')),
+  applyReport: () => Promise.reject(new Error('offline')),
+  contexts: () => [],
+  now: () => new Date(),
 }
 
 function median(values: number[]): number {
@@ -185,14 +196,42 @@ if (process.argv[2] === '--child') {
   process.exit(0)
 }
 
-function child(args: readonly string[]): ChildResult {
-  const ran = spawnSync(process.execPath, [import.meta.filename, '--child', JSON.stringify(args)], { encoding: 'utf8', maxBuffer: 1 << 20 })
+/** How many items the documents of a parsed file hold, iterating streamed ones. */
+function countItems(documents: Iterable<unknown>): number {
+  let count = 0
+  for (const document of documents) {
+    const items = (document as { items?: Iterable<unknown> } | null)?.items
+    for (const item of items ?? []) if (item !== undefined) count++
+  }
+  return count
+}
+
+const parsers: Record<string, (text: string) => number> = {
+  'yaml (before)': (text) => countItems(parseAllDocuments(text).map((document) => document.toJS() as unknown)),
+  'js-yaml, whole file': (text) => countItems(loadAll(text)),
+  'js-yaml, item by item (src/config/yaml.ts)': (text) => countItems([...readYAMLDocuments(text)].map(({ value }) => value)),
+  'JSON.parse of the JSON dump (anchor)': (text) => countItems([JSON.parse(text) as unknown]),
+}
+
+/** Child mode: read and parse one file with one parser, report time (read included) and peak RSS. */
+if (process.argv[2] === '--parse') {
+  const start = performance.now()
+  const parser = parsers[process.argv[3] ?? '']
+  if (parser === undefined) throw new Error(`no parser ${process.argv[3] ?? ''}`)
+  const items = parser(readFileSync(process.argv[4] ?? '', 'utf8'))
+  const result: ChildResult = { code: items, ms: performance.now() - start, maxRSSKiB: process.resourceUsage().maxRSS }
+  process.stdout.write(JSON.stringify(result))
+  process.exit(0)
+}
+
+function child(args: readonly string[], mode = '--child'): ChildResult {
+  const ran = spawnSync(process.execPath, [import.meta.filename, mode, ...(mode === '--child' ? [JSON.stringify(args)] : args)], { encoding: 'utf8', maxBuffer: 1 << 20 })
   if (ran.status !== 0) throw new Error(`child failed: ${ran.stderr}`)
   return JSON.parse(ran.stdout) as ChildResult
 }
 
-function command(label: string, count: number, args: readonly string[]): void {
-  const results = Array.from({ length: count }, () => child(args))
+function command(label: string, count: number, args: readonly string[], mode = '--child'): void {
+  const results = Array.from({ length: count }, () => child(args, mode))
   const ms = results.map((result) => result.ms)
   const rss = Math.max(...results.map((result) => result.maxRSSKiB)) / 1024
   console.log(`${label.padEnd(58)} median ${median(ms).toFixed(0).padStart(8)} ms  (min ${Math.min(...ms).toFixed(0)}, max ${Math.max(...ms).toFixed(0)}, ${count} runs)  peak RSS ${rss.toFixed(0)} MiB  exit ${results[0]?.code}`)
@@ -232,15 +271,22 @@ try {
   const report = await time('audit, evaluation only', runs, () => auditCluster(policy, loaded, user))
   console.log(`  (audit: ${report.serviceCIDRs.filter(({ decision }) => !decision.allowed).length} ServiceCIDRs denied, ${report.orphans.length} orphans)`)
 
+  console.log('\nParsing the dump, each in a fresh process (read + parse, items counted; "exit" is the item count):')
+  for (const name of Object.keys(parsers)) {
+    const file = name.startsWith('JSON') ? jsonPath : yamlPath
+    // The parser the project used before takes tens of seconds: one run.
+    command(name, name.startsWith('yaml') ? 1 : Math.min(runs, 3), [name, file], '--parse')
+  }
+
   console.log('\nWhole commands, each in a fresh process (time excludes Node start-up):')
   const check = ['check', '--policy', policyPath, '--delete', 'range-0500', manifestPath, '-o', 'json']
   command('check, JSON dump', runs, [...check, '--cluster', jsonPath])
   command('audit, JSON dump', runs, ['audit', '--policy', policyPath, '--cluster', jsonPath, '-o', 'json'])
   command('plan --size 200, JSON dump', runs, ['plan', '--policy', policyPath, '--cluster', jsonPath, '--size', '200'])
-  // The YAML parser takes seconds for this dump: fewer runs.
   const yamlRuns = Math.min(runs, 3)
   command('check, YAML dump', yamlRuns, [...check, '--cluster', yamlPath])
   command('audit, YAML dump', yamlRuns, ['audit', '--policy', policyPath, '--cluster', yamlPath, '-o', 'json'])
 } finally {
-  await rm(dir, { recursive: true, force: true })
+  if (process.argv.includes('--keep')) console.log(`\ndumps, policy and manifests kept in ${dir}`)
+  else await rm(dir, { recursive: true, force: true })
 }

@@ -7,14 +7,16 @@
 #
 # Built: config/default, every config/overlays/*, and the compositions a user would write: gke +
 # config/prometheus, gke + config/certmanager/external-issuer with an issuer patch, gke +
-# config/capacity-warnings, and gke + config/network-policy.
+# config/capacity-warnings, gke + config/network-policy, gke + config/vap/gke, and gke +
+# config/policy-reports.
 # Checked in each (jq over the built objects):
 #   - the Deployment: restricted securityContext (runAsNonRoot, numeric 65532 user and group,
 #     readOnlyRootFilesystem, allowPrivilegeEscalation false, drop ALL, seccomp RuntimeDefault),
 #     no host namespaces, 2+ replicas, probes, a memory limit, the service account token
 #   - RBAC: one ClusterRole granting exactly get/list/watch on servicecidrs and ipaddresses, bound
 #     to the webhook's ServiceAccount; one Role granting get/update on the reservations Lease by
-#     name and nothing else, bound to the same ServiceAccount; no other Role or binding
+#     name and nothing else, bound to the same ServiceAccount; no other Role or binding (but
+#     config/policy-reports' own ClusterRole and binding, checked with it)
 #   - the shared reservations: the Lease exists in the webhook's namespace under the name the Role
 #     grants, and the Deployment passes its namespace in POD_NAMESPACE (Downward API)
 #   - the ValidatingWebhookConfiguration: failurePolicy Fail, sideEffects NoneOnDryRun, the two
@@ -23,6 +25,10 @@
 #     Deployment volume, DNS names, every namespaced object in servicecidr-guard-system
 #   - overlays: the policy ConfigMap is mounted and loads with the server's own policy parser;
 #     gke and kind ship config/policies/gke-beta.yaml; kind uses servicecidr-guard:e2e, never pulled
+#   - config/vap/gke: the ValidatingAdmissionPolicy and binding, Fail, Deny, the webhook's two skips
+#   - config/policy-reports: the CronJob restricted as the Deployment, running `audit -o
+#     policyreport --apply` on the same policy ConfigMap, as a ServiceAccount that may list
+#     servicecidrs and ipaddresses and create/patch the one report, nothing more
 # With promtool (PROMTOOL, or on PATH; make promtool builds it), the PrometheusRule is checked
 # (promtool check rules) and unit-tested (config/prometheus/rules_test.yaml).
 #
@@ -50,14 +56,12 @@ mkdir -p "$out"
 failures=0
 fail() { log "FAIL [$1] $2"; failures=$((failures + 1)); }
 
-# YAML stream -> JSON array, with the yaml package the server itself uses.
+# YAML stream -> JSON array, with the YAML library the server itself uses (js-yaml).
 to_json() {
   "$node" --input-type=module -e '
-    import { parseAllDocuments } from "yaml"
+    import { loadAll } from "js-yaml"
     import { readFileSync } from "node:fs"
-    const docs = parseAllDocuments(readFileSync(0, "utf8"))
-    for (const doc of docs) if (doc.errors.length > 0) throw doc.errors[0]
-    process.stdout.write(JSON.stringify(docs.map((doc) => doc.toJS()).filter((o) => o !== null)))
+    process.stdout.write(JSON.stringify(loadAll(readFileSync(0, "utf8")).filter((o) => o !== null)))
   '
 }
 
@@ -103,7 +107,13 @@ paths[compose/gke+capacity-warnings]=$(compose capacity-warnings \
 paths[compose/gke+network-policy]=$(compose network-policy \
   'resources: [@CONFIG@/overlays/gke]' \
   'components: [@CONFIG@/network-policy]')
-targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings compose/gke+network-policy)
+paths[compose/gke+vap]=$(compose vap \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/vap/gke]')
+paths[compose/gke+policy-reports]=$(compose policy-reports \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/policy-reports]')
+targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings compose/gke+network-policy compose/gke+vap compose/gke+policy-reports)
 
 # Common jq definitions, applied to the array of built objects.
 # shellcheck disable=SC2016 # jq variables, not shell ones
@@ -113,6 +123,7 @@ defs='
   def deploy: one("Deployment");
   def podspec: deploy.spec.template.spec;
   def vwc: one("ValidatingWebhookConfiguration");
+  def named($kind; $name): objs($kind) | map(select(.metadata.name == $name)) | if length == 1 then .[0] else error("expected one \($kind) \($name), found \(length)") end;
 '
 
 for target in "${targets[@]}"; do
@@ -161,7 +172,7 @@ for target in "${targets[@]}"; do
     and all(.readOnly == true and .subPath == null)"
 
   # --- RBAC: read servicecidrs and ipaddresses, nothing more ---
-  check "exactly one ClusterRole, get/list/watch on servicecidrs and ipaddresses only" "$defs one(\"ClusterRole\").rules |
+  check "the webhook's ClusterRole: get/list/watch on servicecidrs and ipaddresses only" "$defs named(\"ClusterRole\"; \"servicecidr-guard\").rules |
     all(.apiGroups == [\"networking.k8s.io\"] and (.resources - [\"servicecidrs\", \"ipaddresses\"] | length == 0)
         and (.verbs - [\"get\", \"list\", \"watch\"] | length == 0) and .resourceNames == null and .nonResourceURLs == null)
     and ([.[] | .resources[] as \$r | .verbs[] as \$v | \"\(\$r):\(\$v)\"] | unique) ==
@@ -182,7 +193,10 @@ for target in "${targets[@]}"; do
     ([.env[] | select(.name == \"POD_NAMESPACE\")] == [{name: \"POD_NAMESPACE\", valueFrom: {fieldRef: {fieldPath: \"metadata.namespace\"}}}])
     and (.args | index(\"--no-shared-reservation\") == null)
     and (.args | (index(\"--reservation-lease\") // null) as \$i | \$i == null or .[\$i + 1] == \"$namespace/servicecidr-guard-reservations\")"
-  check "ClusterRoleBinding: ClusterRole servicecidr-guard to ServiceAccount servicecidr-guard/$namespace" "$defs one(\"ClusterRoleBinding\") |
+  rbac_names='["servicecidr-guard"]'
+  if [[ $target == compose/gke+policy-reports ]]; then rbac_names='["servicecidr-guard", "servicecidr-guard-audit"]'; fi
+  check "no ClusterRole or ClusterRoleBinding but $rbac_names" "[.[] | select(.kind == \"ClusterRole\" or .kind == \"ClusterRoleBinding\") | .metadata.name] | unique == $rbac_names"
+  check "ClusterRoleBinding: ClusterRole servicecidr-guard to ServiceAccount servicecidr-guard/$namespace" "$defs named(\"ClusterRoleBinding\"; \"servicecidr-guard\") |
     .roleRef == {apiGroup: \"rbac.authorization.k8s.io\", kind: \"ClusterRole\", name: \"servicecidr-guard\"}
     and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard\", namespace: \"$namespace\"}]"
 
@@ -216,7 +230,7 @@ for target in "${targets[@]}"; do
          or ([.[] | select(.kind == \"Issuer\" and .metadata.name == \$issuer and .metadata.namespace == \$ns)] | length == 1))"
 
   # --- every namespaced object in the namespace, and the namespace is restricted ---
-  check "every namespaced object is in $namespace" "[.[] | select(.kind | IN(\"Namespace\", \"ClusterRole\", \"ClusterRoleBinding\", \"ValidatingWebhookConfiguration\") | not)
+  check "every namespaced object is in $namespace" "[.[] | select(.kind | IN(\"Namespace\", \"ClusterRole\", \"ClusterRoleBinding\", \"ValidatingWebhookConfiguration\", \"ValidatingAdmissionPolicy\", \"ValidatingAdmissionPolicyBinding\") | not)
     | select(.metadata.namespace != \"$namespace\") | \"\(.kind)/\(.metadata.name)\"] | if length == 0 then true else . end"
   check "Namespace $namespace enforces Pod Security restricted" "$defs one(\"Namespace\") |
     .metadata.name == \"$namespace\" and .metadata.labels[\"pod-security.kubernetes.io/enforce\"] == \"restricted\""
@@ -309,6 +323,35 @@ for target in "${targets[@]}"; do
         and (\$np.spec.ingress[1] == {ports: [{port: \"health\", protocol: \"TCP\"}], from: [{
           namespaceSelector: {matchLabels: {\"servicecidr-guard.dev/scrape-metrics\": \"true\"}}}]})
         and ([podspec.containers[0].ports[].name] | index(\"webhook\") != null and index(\"health\") != null)"
+      ;;
+    compose/gke+vap)
+      check "ValidatingAdmissionPolicy servicecidr-guard: Fail, servicecidrs v1+v1beta1 (Equivalent), the webhook's two skips, one 403 validation" "$defs
+        one(\"ValidatingAdmissionPolicy\").spec as \$p | \$p.failurePolicy == \"Fail\" and \$p.matchConstraints.matchPolicy == \"Equivalent\"
+        and \$p.matchConstraints.resourceRules[0].resources == [\"servicecidrs\"] and \$p.matchConstraints.resourceRules[0].apiVersions == [\"v1\", \"v1beta1\"]
+        and (\$p.matchConditions[0:2] == vwc.webhooks[0].matchConditions)
+        and (\$p.validations | length == 1 and .[0].reason == \"Forbidden\")"
+      check "ValidatingAdmissionPolicyBinding: the policy, Deny (the policy's enforcement)" "$defs
+        one(\"ValidatingAdmissionPolicyBinding\").spec == {policyName: one(\"ValidatingAdmissionPolicy\").metadata.name, validationActions: [\"Deny\"]}"
+      ;;
+    compose/gke+policy-reports)
+      check "CronJob: restricted Pod and container, as the Deployment's" "$defs one(\"CronJob\").spec.jobTemplate.spec.template.spec as \$pod |
+        \$pod.securityContext.runAsNonRoot == true and \$pod.securityContext.runAsUser == 65532 and \$pod.securityContext.seccompProfile.type == \"RuntimeDefault\"
+        and (\$pod.containers | length == 1) and (\$pod.containers[0].securityContext |
+          .allowPrivilegeEscalation == false and .readOnlyRootFilesystem == true and .capabilities.drop == [\"ALL\"] and .runAsNonRoot == true)
+        and (\$pod.hostNetwork // false) == false and (\$pod.containers[0].resources.limits.memory != null)"
+      check "CronJob: audit -o policyreport --apply with the webhook's policy ConfigMap, one run at a time" "$defs one(\"CronJob\") as \$cj |
+        \$cj.spec.concurrencyPolicy == \"Forbid\" and \$cj.spec.jobTemplate.spec.template.spec as \$pod |
+        (\$pod.containers[0].args | .[0] == \"audit\" and index(\"--apply\") != null and (index(\"-o\") as \$i | .[\$i + 1] == \"policyreport\"))
+        and (\$pod.volumes | map(select(.name == \"policy\"))[0].configMap.name) == (podspec.volumes | map(select(.name == \"policy\"))[0].configMap.name)
+        and \$pod.serviceAccountName == \"servicecidr-guard-audit\" and \$pod.automountServiceAccountToken == true
+        and (\$pod.containers[0].image | startswith(\"servicecidr-guard:\"))"
+      check "the audit's ClusterRole: list servicecidrs and ipaddresses; create and patch the one report; nothing else" "$defs
+        named(\"ClusterRole\"; \"servicecidr-guard-audit\").rules == [
+          {apiGroups: [\"networking.k8s.io\"], resources: [\"servicecidrs\", \"ipaddresses\"], verbs: [\"list\"]},
+          {apiGroups: [\"wgpolicyk8s.io\"], resources: [\"clusterpolicyreports\"], resourceNames: [\"servicecidr-guard\"], verbs: [\"create\", \"patch\"]}]
+        and (named(\"ClusterRoleBinding\"; \"servicecidr-guard-audit\") | .roleRef.name == \"servicecidr-guard-audit\"
+          and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard-audit\", namespace: \"$namespace\"}])
+        and named(\"ServiceAccount\"; \"servicecidr-guard-audit\").metadata.namespace == \"$namespace\""
       ;;
     compose/gke+external-issuer)
       check "external issuer: serving certificate from ClusterIssuer my-ca, no bootstrap CA objects left" "$defs

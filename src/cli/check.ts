@@ -9,7 +9,7 @@ import type { Policy, ReviewRequest, UserInfo } from '../policy/types.ts'
 import { exitCodes, UsageError } from './errors.ts'
 import { loadCluster, loadManifests, loadPolicy, repeatable, reviewUser } from './input.ts'
 import type { CommandContext } from './io.ts'
-import { formatCheck, outputOption, type Format, type Reviewed } from './output.ts'
+import { checkJUnit, formatCheck, outputOption, type Format, type Reviewed } from './output.ts'
 
 /**
  * Reviews each manifest in order, then each deletion, as kube-apiserver would send them: CREATE for
@@ -61,7 +61,7 @@ interface Flags {
   delete?: string[]
   as?: string
   asGroup?: string[]
-  output: Format
+  output: Format | 'junit'
 }
 
 export function checkCommand(context: CommandContext): Command {
@@ -73,7 +73,7 @@ export function checkCommand(context: CommandContext): Command {
     .option('--delete <name>', 'also check deleting this ServiceCIDR, after the manifests (repeatable)', repeatable)
     .option('--as <user>', 'review as this user (default servicecidr-guard:check, whom the policy\'s exemptions do not name)')
     .option('--as-group <group>', 'review with this group (repeatable)', repeatable)
-    .addOption(outputOption())
+    .addOption(outputOption(['text', 'json', 'junit']))
     .addHelpText('after', `
 Each manifest is reviewed as kube-apiserver would send it to the webhook: CREATE, or UPDATE when
 --cluster already holds a ServiceCIDR of that name (what kubectl apply does). Each admitted one
@@ -81,12 +81,16 @@ joins the cluster the next is checked against; deletions are checked last, in th
 Reviews are made as servicecidr-guard:check with no groups, so spec.exemptions do not apply
 unless --as USER [--as-group GROUP] names someone they exempt.
 
+-o junit prints JUnit XML, which CI systems show as test results: one test case a request, a
+denial its failure.
+
 Exit status: 0 all admitted, 1 any denied, 2 usage, policy or input error.
 
 Examples:
   kubectl get servicecidrs,ipaddresses -o json > dump.json
   servicecidr-guard check --policy policy.yaml --cluster dump.json new-servicecidr.yaml
   servicecidr-guard check --policy policy.yaml --cluster dump.json --delete old-range -o json
+  servicecidr-guard check --policy policy.yaml -o junit servicecidrs/*.yaml > check.xml
   cat servicecidr.yaml | servicecidr-guard check --policy policy.yaml -`)
     .action(async (manifests: string[], flags: Flags) => {
       if (manifests.length === 0 && (flags.delete ?? []).length === 0) {
@@ -97,7 +101,7 @@ Examples:
       const objects = await loadManifests(context.io, manifests)
       const user = reviewUser('check', flags.as, flags.asGroup ?? [])
       const reviewed = runChecks(policy, state, objects, flags.delete ?? [], user)
-      context.io.stdout(formatCheck({ user, reviewed }, flags.output))
+      context.io.stdout(flags.output === 'junit' ? checkJUnit({ user, reviewed }) : formatCheck({ user, reviewed }, flags.output))
       context.exitCode = reviewed.every(({ decision }) => decision.allowed) ? exitCodes.ok : exitCodes.denied
     })
 }

@@ -3,22 +3,65 @@
 
 import { readFile } from 'node:fs/promises'
 import type { ClusterState } from '../policy/state.ts'
-import { loadKubeConfig } from '../cluster/kube.ts'
+import { contextNames, describeClusterError, loadKubeConfig, serverOf, withContext } from '../cluster/kube.ts'
+import { applyClusterPolicyReport } from '../cluster/reports.ts'
 import { readClusterSnapshot } from '../cluster/snapshot.ts'
+
+/** A cluster to read: a kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config) and one of its contexts. */
+export interface ClusterTarget {
+  readonly kubeconfig: string | undefined
+  /** undefined: the kubeconfig's current context. */
+  readonly context: string | undefined
+  /** Every request to the cluster is abandoned after this long. */
+  readonly timeoutMs: number
+}
+
+/** A cluster that could not be read or written: the message says which and why, in one line. */
+export class ClusterAccessError extends Error {
+  override name = 'ClusterAccessError'
+}
 
 export interface CommandIO {
   readonly stdout: (text: string) => void
   readonly stderr: (text: string) => void
   /** The text of a file named on the command line; `-` is standard input. */
   readonly readFile: (path: string) => Promise<string>
-  /** The live cluster's ServiceCIDRs and IPAddresses (audit without --cluster). */
-  readonly readCluster: (kubeconfig: string | undefined) => Promise<ClusterState>
+  /** The live cluster's ServiceCIDRs and IPAddresses (audit without --cluster); throws ClusterAccessError. */
+  readonly readCluster: (target: ClusterTarget) => Promise<ClusterState>
+  /** Server-side applies a ClusterPolicyReport (audit --apply); throws ClusterAccessError. */
+  readonly applyReport: (target: ClusterTarget, report: { metadata: { name: string } }) => Promise<void>
+  /** The contexts of a kubeconfig and their API servers (audit --all-contexts); throws on an unreadable kubeconfig. */
+  readonly contexts: (kubeconfig: string | undefined) => readonly { readonly name: string, readonly server: string }[]
+  /** The time, for the timestamps of reports. */
+  readonly now: () => Date
 }
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = []
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
   return Buffer.concat(chunks).toString('utf8')
+}
+
+/** Runs `call` against the target's cluster with a deadline; any failure becomes a ClusterAccessError. */
+async function withCluster<T>(target: ClusterTarget, call: (kubeConfig: ReturnType<typeof loadKubeConfig>, signal: AbortSignal) => Promise<T>): Promise<T> {
+  let kubeConfig
+  try {
+    const loaded = loadKubeConfig(target.kubeconfig)
+    kubeConfig = target.context === undefined ? loaded : withContext(loaded, target.context)
+  } catch (error) {
+    throw new ClusterAccessError(error instanceof Error ? error.message : String(error), { cause: error })
+  }
+  const controller = new AbortController()
+  const timer = setTimeout(() => {
+    controller.abort()
+  }, target.timeoutMs)
+  try {
+    return await call(kubeConfig, controller.signal)
+  } catch (error) {
+    throw new ClusterAccessError(describeClusterError(error, serverOf(kubeConfig), target.timeoutMs), { cause: error })
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 export function processIO(): CommandIO {
@@ -28,7 +71,13 @@ export function processIO(): CommandIO {
     stdout: (text) => process.stdout.write(text),
     stderr: (text) => process.stderr.write(text),
     readFile: (path) => (path === '-' ? (stdin ??= readStdin()) : readFile(path, 'utf8')),
-    readCluster: (kubeconfig) => readClusterSnapshot(loadKubeConfig(kubeconfig)),
+    readCluster: (target) => withCluster(target, readClusterSnapshot),
+    applyReport: (target, report) => withCluster(target, (kubeConfig, signal) => applyClusterPolicyReport(kubeConfig, report, signal)),
+    contexts: (kubeconfig) => {
+      const kubeConfig = loadKubeConfig(kubeconfig)
+      return contextNames(kubeConfig).map((name) => ({ name, server: serverOf(withContext(kubeConfig, name)) }))
+    },
+    now: () => new Date(),
   }
 }
 

@@ -1,8 +1,10 @@
 // Printing results: human text by default, or with `-o json` one stable JSON document (its shape is
-// documented in docs/cli.md). Pure: results in, strings out; the commands write them to stdout.
+// documented in docs/cli.md), or JUnit XML for CI. Pure: results in, strings out; the commands write
+// them to stdout.
 
 import { Option } from 'commander'
 import { describeLocation, type Location } from '../cluster/files.ts'
+import { junitXML, type JUnitCase, type JUnitSuite } from './junit.ts'
 import type { AuditReport, Utilisation } from '../policy/audit.ts'
 import type { Prefix } from '../policy/ip.ts'
 import { holder } from '../policy/rules/in-use.ts'
@@ -10,8 +12,8 @@ import type { Decision, IPAddressRecord, ReviewRequest, UserInfo } from '../poli
 
 export type Format = 'text' | 'json'
 
-export const outputOption = (): Option =>
-  new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text')
+export const outputOption = (formats: readonly string[] = ['text', 'json']): Option =>
+  new Option('-o, --output <format>', 'output format').choices(formats).default('text')
 
 /** Every JSON document names its kind and the version of its shape. */
 const apiVersion = 'servicecidr-guard/v1alpha1'
@@ -101,6 +103,25 @@ export interface CheckResult {
   readonly reviewed: readonly Reviewed[]
 }
 
+function checkCase({ request, decision, location }: Reviewed): JUnitCase {
+  const cidrs = cidrsOf(request)
+  const where = location === undefined ? '' : ` (${describeLocation(location)})`
+  const details = decisionLines(decision).map((line) => line.trim()).join('\n')
+  const base = {
+    classname: location?.file ?? (request.operation === 'DELETE' ? '--delete' : 'servicecidr-guard check'),
+    name: `${request.operation} ServiceCIDR "${request.name}" ${cidrs.length > 0 ? cidrs.join(', ') : '(no CIDRs)'}${where}`,
+    ...(location === undefined || location.file === '(stdin)' ? {} : { file: location.file }),
+  }
+  if (!decision.allowed) return { ...base, failure: { type: decision.violations[0]?.rule ?? 'Denied', message: decision.message, text: details } }
+  if (decision.bypass === 'ApiserverDefault' || decision.bypass === 'Exempt') return { ...base, skipped: bypassText[decision.bypass] }
+  return decision.violations.length > 0 ? { ...base, systemOut: details } : base
+}
+
+/** The reviews of `check` as JUnit: one test case a request, a denial its failure. */
+export function checkJUnit(result: CheckResult): string {
+  return junitXML('servicecidr-guard check', [{ name: `servicecidr-guard check as ${result.user.username}`, cases: result.reviewed.map(checkCase) }])
+}
+
 export function formatCheck(result: CheckResult, format: Format): string {
   const denied = result.reviewed.filter(({ decision }) => !decision.allowed).length
   const admitted = result.reviewed.length - denied
@@ -142,6 +163,49 @@ const orphanJSON = (address: IPAddressRecord): object => ({
 export const auditFindings = (report: AuditReport): number =>
   report.serviceCIDRs.filter(({ decision }) => !decision.allowed).length + report.orphans.length
 
+/** The findings of one audit, as `audit -o json` prints them (and a fleet audit for each cluster). */
+export function auditJSON(report: AuditReport): { serviceCIDRs: object[], orphans: object[], summary: { serviceCIDRs: number, denied: number, orphans: number } } {
+  const denied = report.serviceCIDRs.filter(({ decision }) => !decision.allowed).length
+  return {
+    serviceCIDRs: report.serviceCIDRs.map(({ record, decision, utilisation }) => ({
+      name: record.name,
+      cidrs: [...record.cidrs.map((cidr) => cidr.text), ...record.invalid],
+      terminating: record.deleting,
+      allowed: decision.allowed,
+      bypass: decision.bypass ?? null,
+      violations: violationJSON(decision),
+      utilisation: utilisation.map(utilisationJSON),
+    })),
+    orphans: report.orphans.map(orphanJSON),
+    summary: { serviceCIDRs: report.serviceCIDRs.length, denied, orphans: report.orphans.length },
+  }
+}
+
+/** The test cases of one audit: a ServiceCIDR the policy would deny, or an orphaned IPAddress, fails. */
+export function auditCases(report: AuditReport): JUnitCase[] {
+  const serviceCIDRs = report.serviceCIDRs.map(({ record, decision, utilisation }): JUnitCase => {
+    const cidrs = [...record.cidrs.map((cidr) => cidr.text), ...record.invalid]
+    const base = { classname: 'ServiceCIDR', name: `ServiceCIDR "${record.name}" ${cidrs.join(', ')}${record.deleting ? ' (Terminating)' : ''}` }
+    const details = [
+      ...decisionLines(decision).filter((line) => !line.startsWith('  hint: ')),
+      ...utilisation.map(utilisationLine),
+    ].map((line) => line.trim()).join('\n')
+    if (!decision.allowed) return { ...base, failure: { type: decision.violations[0]?.rule ?? 'Denied', message: decision.violations.map((violation) => violation.message).join('; '), text: details } }
+    if (decision.bypass === 'ApiserverDefault' || decision.bypass === 'Exempt') return { ...base, skipped: bypassText[decision.bypass], systemOut: details }
+    return { ...base, systemOut: details }
+  })
+  const orphans = report.orphans.map((address): JUnitCase => ({
+    classname: 'IPAddress',
+    name: `IPAddress ${address.name}`,
+    failure: { type: 'OrphanedIPAddress', message: `${holder(address)} lies in no ServiceCIDR`, text: `${holder(address)} lies in no ServiceCIDR` },
+  }))
+  return [...serviceCIDRs, ...orphans]
+}
+
+export function auditJUnit(suites: readonly JUnitSuite[]): string {
+  return junitXML('servicecidr-guard audit', suites)
+}
+
 export function formatAudit(report: AuditReport, user: UserInfo, format: Format): string {
   const denied = report.serviceCIDRs.filter(({ decision }) => !decision.allowed).length
   if (format === 'json') {
@@ -149,17 +213,7 @@ export function formatAudit(report: AuditReport, user: UserInfo, format: Format)
       apiVersion,
       kind: 'AuditReport',
       user: userJSON(user),
-      serviceCIDRs: report.serviceCIDRs.map(({ record, decision, utilisation }) => ({
-        name: record.name,
-        cidrs: [...record.cidrs.map((cidr) => cidr.text), ...record.invalid],
-        terminating: record.deleting,
-        allowed: decision.allowed,
-        bypass: decision.bypass ?? null,
-        violations: violationJSON(decision),
-        utilisation: utilisation.map(utilisationJSON),
-      })),
-      orphans: report.orphans.map(orphanJSON),
-      summary: { serviceCIDRs: report.serviceCIDRs.length, denied, orphans: report.orphans.length },
+      ...auditJSON(report),
     })
   }
   const blocks = report.serviceCIDRs.map(({ record, decision, utilisation }) => {

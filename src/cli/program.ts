@@ -5,6 +5,7 @@ import { Command, CommanderError } from 'commander'
 import { auditCommand } from './audit.ts'
 import { checkCommand } from './check.ts'
 import { exitCodes } from './errors.ts'
+import { generateCommand } from './generate.ts'
 import type { CommandContext, CommandIO } from './io.ts'
 import { planCommand } from './plan.ts'
 import { serveCommand } from './serve.ts'
@@ -16,12 +17,21 @@ export function buildProgram(version: string, context: CommandContext): Command 
     .showHelpAfterError('(run with --help for usage)')
     .exitOverride()
     .configureOutput({ writeOut: context.io.stdout, writeErr: context.io.stderr })
-  for (const command of [serveCommand(), checkCommand(context), auditCommand(context), planCommand(context)]) {
-    // addCommand, unlike command(), does not pass these on: without them a subcommand's usage
-    // error would call process.exit itself, and print help to the real stderr.
-    program.addCommand(command.copyInheritedSettings(program))
+  for (const command of [serveCommand(), checkCommand(context), auditCommand(context), planCommand(context), generateCommand(context)]) {
+    program.addCommand(inherit(command, program))
   }
   return program
+}
+
+/**
+ * addCommand, unlike command(), does not pass the parent's settings on: without them a subcommand's
+ * usage error would call process.exit itself, and print help to the real stderr. Subcommands of
+ * subcommands (generate vap) need them too.
+ */
+function inherit(command: Command, parent: Command): Command {
+  command.copyInheritedSettings(parent)
+  for (const sub of command.commands) inherit(sub, command)
+  return command
 }
 
 /** Runs one command line (without node and script) and answers its exit code. Never throws. */

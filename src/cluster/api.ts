@@ -1,7 +1,7 @@
 // The ServiceCIDR and IPAddress APIs: which version the cluster serves, and paged LISTs that keep
 // only a small record of each object (a full IPAddress object costs ~10x its record in memory).
 
-import { ApisApi, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node'
+import { ApisApi, CustomObjectsApi, Observable, type ConfigurationOptions, type KubeConfig } from '@kubernetes/client-node'
 import type { ObjectLike } from '../policy/state.ts'
 
 export const group = 'networking.k8s.io'
@@ -16,9 +16,25 @@ export interface Resource {
 
 export class APINotServedError extends Error {}
 
+/** Per-request options that abort the request when `signal` does (a deadline, for an audit). */
+export function withSignal(signal: AbortSignal | undefined): ConfigurationOptions | undefined {
+  if (signal === undefined) return undefined
+  return {
+    middleware: [{
+      // The object-parameter APIs take the observable form of middleware (the library's own stub).
+      pre: (context) => {
+        context.setSignal(signal)
+        return new Observable(Promise.resolve(context))
+      },
+      post: (response) => new Observable(Promise.resolve(response)),
+    }],
+    middlewareMergeStrategy: 'append',
+  }
+}
+
 /** The newest networking.k8s.io version that serves ServiceCIDRs, from API discovery. */
-export async function discoverVersion(kubeConfig: KubeConfig): Promise<string> {
-  const list = await kubeConfig.makeApiClient(ApisApi).getAPIVersions()
+export async function discoverVersion(kubeConfig: KubeConfig, signal?: AbortSignal): Promise<string> {
+  const list = await kubeConfig.makeApiClient(ApisApi).getAPIVersions({}, withSignal(signal))
   const served = list.groups.find((entry) => entry.name === group)?.versions.map((entry) => entry.version) ?? []
   const version = knownVersions.find((candidate) => served.includes(candidate))
   if (version === undefined) {
@@ -49,6 +65,7 @@ export async function listAll(
   resource: Resource,
   onPage: (items: readonly ObjectLike[]) => void,
   limit = 500,
+  signal?: AbortSignal,
 ): Promise<string> {
   const api = kubeConfig.makeApiClient(CustomObjectsApi)
   let next: string | undefined
@@ -60,7 +77,7 @@ export async function listAll(
       plural: resource.plural,
       limit,
       ...(next === undefined ? {} : { _continue: next }),
-    })) as RawList
+    }, withSignal(signal))) as RawList
     onPage(page.items ?? [])
     resourceVersion = page.metadata?.resourceVersion ?? resourceVersion
     next = page.metadata?.continue || undefined

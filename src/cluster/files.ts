@@ -3,7 +3,7 @@
 // or a ClusterState out; the command line reads the files. Every problem names the file and the
 // document (and the item of a List) it was found in.
 
-import { parseAllDocuments } from 'yaml'
+import { readYAMLDocuments, StreamedItems, YAMLSyntaxError } from '../config/yaml.ts'
 import { parseCIDR, type Parsed } from '../policy/ip.ts'
 import { ClusterState, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
 import type { IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
@@ -104,10 +104,13 @@ function collect(raw: unknown, location: Location, into: { serviceCIDRs: Located
       return fail(location, `${expected}; found ${describeKind(raw)}`)
     }
     const items = raw['items'] ?? []
-    if (!Array.isArray(items)) return fail(location, `${kind}: items must be a list`)
-    items.forEach((item, index) => {
-      collect(item, { ...location, item: index }, into, itemDefaults && { kind: itemDefaults, apiVersion: apiVersion as string })
-    })
+    if (!Array.isArray(items) && !(items instanceof StreamedItems)) return fail(location, `${kind}: items must be a list`)
+    // A large kubectl List arrives as StreamedItems: each item is parsed here, reduced to what this
+    // project reads, and dropped, so the full objects are never all held at once.
+    let index = 0
+    for (const item of items as Iterable<unknown>) {
+      collect(item, { ...location, item: index++ }, into, itemDefaults && { kind: itemDefaults, apiVersion: apiVersion as string })
+    }
     return
   }
   const known = kinds.find((candidate) => candidate === kind)
@@ -142,14 +145,17 @@ export function readObjects(text: string, file: string): Parsed<FileObjects> {
     if (json !== undefined) {
       collect(json.value, { file, document: 1, item: undefined }, into)
     } else {
-      parseAllDocuments(text, { prettyErrors: true, uniqueKeys: true }).forEach((document, index) => {
-        const location = { file, document: index + 1, item: undefined }
-        const [error] = document.errors
-        if (error !== undefined) fail(location, `not valid YAML: ${(error.message.split('\n')[0] ?? error.code).replace(/:$/, '')}`)
-        const value: unknown = document.toJS()
-        // Empty documents (a trailing `---`) are skipped, as kubectl skips them.
-        if (value !== null && value !== undefined) collect(value, location, into)
-      })
+      let document = 1
+      try {
+        for (const { number, value } of readYAMLDocuments(text)) {
+          document = number
+          // Empty documents (a trailing `---`) are skipped, as kubectl skips them.
+          if (value !== null && value !== undefined) collect(value, { file, document, item: undefined }, into)
+        }
+      } catch (error) {
+        if (error instanceof YAMLSyntaxError) fail({ file, document, item: undefined }, `not valid YAML: ${error.message}`)
+        throw error
+      }
     }
   } catch (error) {
     if (error instanceof FileError) return { ok: false, error: error.message }

@@ -6,8 +6,9 @@ import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord } from
 import type { IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 import { discoverVersion, group, listAll } from './api.ts'
 
-export async function readClusterSnapshot(kubeConfig: KubeConfig): Promise<ClusterState> {
-  const version = await discoverVersion(kubeConfig)
+/** The cluster's ServiceCIDRs and IPAddresses; `signal` aborts every request (a deadline). */
+export async function readClusterSnapshot(kubeConfig: KubeConfig, signal?: AbortSignal): Promise<ClusterState> {
+  const version = await discoverVersion(kubeConfig, signal)
   const serviceCIDRs: ServiceCIDRRecord[] = []
   const ipAddresses: IPAddressRecord[] = []
   const pool = new StringPool()
@@ -19,13 +20,13 @@ export async function readClusterSnapshot(kubeConfig: KubeConfig): Promise<Clust
       const record = toIPAddressRecord(item, pool)
       if (record) ipAddresses.push(record)
     }
-  })
+  }, undefined, signal)
   await listAll(kubeConfig, { group, version, plural: 'servicecidrs' }, (items) => {
     for (const item of items) {
       const record = toServiceCIDRRecord(item)
       if (record) serviceCIDRs.push(record)
     }
-  })
+  }, undefined, signal)
   const state = new ClusterState()
   state.replaceServiceCIDRs(serviceCIDRs)
   state.replaceIPAddresses(ipAddresses)

@@ -2,10 +2,10 @@
 // Kubernetes would accept them, bounds in order). Every problem is reported with its path.
 
 import { Ajv, type ErrorObject } from 'ajv'
-import { parseDocument } from 'yaml'
 import { parseCIDR, type Prefix } from '../policy/ip.ts'
 import type { Enforcement, OverlapMode, Policy, PrefixBounds } from '../policy/types.ts'
 import schema from './policy.schema.json' with { type: 'json' }
+import { documentMarkerLines, parseYAMLDocuments, YAMLSyntaxError } from './yaml.ts'
 
 /** The file as written; every field but apiVersion, kind and spec is optional. */
 interface PolicyDocument {
@@ -125,10 +125,20 @@ function withDefined<K extends string, V>(key: K, value: V | undefined): { [P in
 
 /** Parses policy text (YAML, or JSON, which is YAML too); throws PolicyError. */
 export function parsePolicy(text: string, source: string): Policy {
-  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true })
-  if (document.errors.length > 0) {
-    // prettyErrors writes "<what> at line L, column C:" and then an excerpt of the file.
-    throw new PolicyError(source, document.errors.map((error) => error.message.replace(/:?\n[\s\S]*$/, '')))
+  let documents: unknown[]
+  try {
+    documents = parseYAMLDocuments(text)
+  } catch (error) {
+    // "<what> at line L, column C": js-yaml stops at the first syntax error.
+    if (error instanceof YAMLSyntaxError) throw new PolicyError(source, [error.message])
+    throw error
   }
-  return policyFromObject(document.toJS(), source)
+  if (documents.length > 1) {
+    // The second document starts at the second marker, or at the first if the file opens without one.
+    const markers = documentMarkerLines(text)
+    const opensWithMarker = text.split('\n').findIndex((line) => !/^\s*(#.*)?$/.test(line)) + 1 === markers[0]
+    const second = opensWithMarker ? markers[1] : markers[0]
+    throw new PolicyError(source, [`a policy file holds one YAML document; another one starts${second === undefined ? '' : ` at line ${second}`}`])
+  }
+  return policyFromObject(documents[0], source)
 }

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { parseAllDocuments, stringify } from 'yaml'
+import { dump, loadAll } from 'js-yaml'
 import { isNotFound } from './lib/kube.ts'
 import { repoRoot } from './lib/paths.ts'
 import { begin, finish } from './lib/setup.ts'
@@ -38,23 +38,24 @@ const kubectl = (...args: string[]): Promise<{ stdout: string, stderr: string }>
 
 async function build(dir: string): Promise<Manifest[]> {
   const { stdout } = await kubectl('kustomize', dir)
-  return parseAllDocuments(stdout).map((document) => document.toJS() as Manifest).filter((object) => typeof object.kind === 'string')
+  return (loadAll(stdout) as (Manifest | null)[]).filter((object) => typeof object?.kind === 'string') as Manifest[]
 }
 
 /**
  * The kustomizations to check: config/default, every overlay, and gke with each optional component
- * no overlay includes (Prometheus, the NetworkPolicy), written to a scratch directory.
+ * no overlay includes (Prometheus, the NetworkPolicy, the ValidatingAdmissionPolicy, the scheduled
+ * policy reports), written to a scratch directory.
  */
 function kustomizations(scratch: string): { name: string, dir: string }[] {
   const overlays = readdirSync(join(repoRoot, 'config/overlays'), { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .map((entry) => ({ name: `config/overlays/${entry.name}`, dir: join(repoRoot, 'config/overlays', entry.name) }))
   const withComponent = (component: string): { name: string, dir: string } => {
-    const dir = join(scratch, `gke-${component}`)
+    const dir = join(scratch, `gke-${component.replaceAll('/', '-')}`)
     mkdirSync(dir, { recursive: true })
     // kustomize takes only relative paths to other kustomizations.
     const up = relative(dir, repoRoot)
-    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
+    writeFileSync(join(dir, 'kustomization.yaml'), dump({
       apiVersion: 'kustomize.config.k8s.io/v1beta1',
       kind: 'Kustomization',
       resources: [join(up, 'config/overlays/gke')],
@@ -67,6 +68,8 @@ function kustomizations(scratch: string): { name: string, dir: string }[] {
     ...overlays,
     withComponent('prometheus'),
     withComponent('network-policy'),
+    withComponent('vap/gke'),
+    withComponent('policy-reports'),
   ]
 }
 
@@ -177,7 +180,7 @@ await file.spec('each build passes server-side dry-run; CRD kinds the cluster la
     const serverSide = objects.filter((object) => served.has(`${object.apiVersion}/${object.kind}`))
     const structural = objects.filter((object) => !served.has(`${object.apiVersion}/${object.kind}`))
     const path = join(scratch, `${name.replace(/[^a-z0-9]+/gi, '-')}.yaml`)
-    writeFileSync(path, serverSide.map((object) => stringify(object)).join('---\n'))
+    writeFileSync(path, serverSide.map((object) => dump(object)).join('---\n'))
     const { stdout } = await kubectl('apply', '--dry-run=server', '-o', 'name', '-f', path)
     const applied = stdout.trim().split('\n').filter((line) => line !== '')
     t.equal(applied.length, serverSide.length, `${name}: kube-apiserver accepted all ${String(serverSide.length)} objects in a server-side dry run (${[...new Set(serverSide.map((object) => object.kind))].join(', ')})`)

@@ -3,9 +3,9 @@
 // component's counters (a restart), so the summary adds up the whole run: the snapshots taken just
 // before each reset plus what the components report at the end.
 
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { repoRoot, snapshotsDir } from '../lib/paths.ts'
+import { outputDir, repoRoot, snapshotsDir } from '../lib/paths.ts'
 import { KindHarness } from './kind.ts'
 import { LocalHarness, localDir } from './local.ts'
 import type { Harness } from './types.ts'
@@ -22,9 +22,20 @@ export function baselinePolicy(): string {
 export interface E2EHarness extends Harness {
   /** kube-apiserver's Prometheus text (GET /metrics with the kubeconfig's client). */
   apiserverMetrics(): Promise<string>
+  /**
+   * Takes the webhook's ValidatingWebhookConfiguration away, saving it to a file first, so that only
+   * what kube-apiserver does itself decides. restoreWebhook() puts it back; every spec file's
+   * prepare step does, so a crash in between never leaves the next file without the webhook.
+   */
+  unregisterWebhook(): Promise<void>
+  /** Registers the saved ValidatingWebhookConfiguration again; nothing to do if none is saved. */
+  restoreWebhook(): Promise<void>
   /** Puts the baseline policy back in force (nothing to do when it already is). */
   resetPolicy(): Promise<void>
 }
+
+/** Where unregisterWebhook() keeps the registration it took away. */
+const unregisteredWebhookPath = join(outputDir, 'unregistered-webhook.json')
 
 function save(kind: string, reason: string, texts: readonly string[]): void {
   mkdirSync(snapshotsDir, { recursive: true })
@@ -95,6 +106,24 @@ class SharedActions implements E2EHarness {
 
   apiserverMetrics(): Promise<string> {
     return this.inner.cluster.metrics()
+  }
+
+  async unregisterWebhook(): Promise<void> {
+    const registered = await this.cluster.webhookConfiguration()
+    if (registered === undefined) throw new Error('the webhook is not registered: nothing to unregister')
+    // What the API server fills in is dropped, so that the saved object can be created again.
+    const metadata = { ...(registered['metadata'] as Record<string, unknown>) }
+    for (const field of ['resourceVersion', 'uid', 'creationTimestamp', 'generation', 'managedFields']) Reflect.deleteProperty(metadata, field)
+    mkdirSync(outputDir, { recursive: true })
+    writeFileSync(unregisteredWebhookPath, `${JSON.stringify({ ...registered, metadata }, null, 2)}\n`)
+    await this.cluster.deleteWebhookConfiguration()
+  }
+
+  async restoreWebhook(): Promise<void> {
+    if (!existsSync(unregisteredWebhookPath)) return
+    const saved = JSON.parse(readFileSync(unregisteredWebhookPath, 'utf8')) as Record<string, unknown>
+    if (await this.cluster.webhookConfiguration() === undefined) await this.cluster.createWebhookConfiguration(saved)
+    rmSync(unregisteredWebhookPath)
   }
 
   describe(): Record<string, string> {

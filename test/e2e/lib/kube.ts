@@ -10,6 +10,9 @@ import { Fatal, poll } from './wait.ts'
 export const specLabel = 'e2e.servicecidr-guard.dev/spec'
 export const finalizer = 'networking.k8s.io/service-cidr-finalizer'
 export const webhookName = 'validate.servicecidr-guard.dev'
+/** The ValidatingWebhookConfiguration of config/webhook. */
+export const webhookConfigurationName = 'servicecidr-guard'
+const webhookConfigurations = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations'
 export const deniedPrefix = `admission webhook "${webhookName}" denied the request: `
 /** Services are created here: the namespace exists everywhere, and needs no controller to delete. */
 export const serviceNamespace = 'default'
@@ -24,6 +27,8 @@ export interface RawOptions {
   readonly body?: unknown
   readonly contentType?: string
   readonly accept?: string
+  /** Extra request headers, such as Impersonate-User; a list sends the header once per value. */
+  readonly headers?: Record<string, string | string[]>
 }
 
 /** A failed API call: the HTTP status and the Status object the apiserver sent back. */
@@ -104,7 +109,7 @@ export class Cluster {
     if (server === undefined) throw new Error('the kubeconfig has no current cluster')
     const url = new URL(path, server)
     const payload = options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body)
-    const headers: Record<string, string | number> = { accept: options.accept ?? 'application/json' }
+    const headers: Record<string, string | number | string[]> = { ...options.headers, accept: options.accept ?? 'application/json' }
     if (payload !== undefined) {
       headers['content-type'] = options.contentType ?? 'application/json'
       headers['content-length'] = Buffer.byteLength(payload)
@@ -280,6 +285,41 @@ export class Cluster {
       for (let name = queue.shift(); name !== undefined; name = queue.shift()) await this.deleteServiceCIDR(name, 0)
     }))
     await poll(`the ${String(names.length)} ServiceCIDR(s) of ${spec} to be deleted`, async () => (await this.net.listServiceCIDR({ labelSelector: selector })).items.length === 0, { timeoutMs, intervalMs: 1000 })
+  }
+
+  /** The webhook's registration, or undefined when it is not registered. */
+  async webhookConfiguration(): Promise<Record<string, unknown> | undefined> {
+    const { status, body } = await this.rawJSON('GET', `${webhookConfigurations}/${webhookConfigurationName}`)
+    if (status === 404) return undefined
+    if (status !== 200) throw new Error(`GET ValidatingWebhookConfiguration ${webhookConfigurationName}: HTTP ${status}`)
+    return body as Record<string, unknown>
+  }
+
+  async deleteWebhookConfiguration(): Promise<void> {
+    const { status } = await this.raw('DELETE', `${webhookConfigurations}/${webhookConfigurationName}`)
+    if (status !== 200 && status !== 404) throw new Error(`DELETE ValidatingWebhookConfiguration ${webhookConfigurationName}: HTTP ${status}`)
+  }
+
+  /** Registers a saved ValidatingWebhookConfiguration again (it must not exist). */
+  async createWebhookConfiguration(saved: Record<string, unknown>): Promise<void> {
+    const { status, text } = await this.raw('POST', webhookConfigurations, { body: saved })
+    if (status !== 201) throw new Error(`POST ValidatingWebhookConfiguration ${webhookConfigurationName}: HTTP ${status}: ${text}`)
+  }
+
+  /**
+   * Removes every ValidatingAdmissionPolicy and binding the suite created (labelled with specLabel),
+   * bindings first. Returns once the apiserver no longer lists them.
+   */
+  async removeAdmissionPolicies(): Promise<void> {
+    for (const kind of ['validatingadmissionpolicybindings', 'validatingadmissionpolicies']) {
+      const path = `/apis/admissionregistration.k8s.io/v1/${kind}`
+      const { status, body } = await this.rawJSON('GET', `${path}?labelSelector=${encodeURIComponent(specLabel)}`)
+      if (status !== 200) throw new Error(`GET ${path}: HTTP ${status}`)
+      for (const item of (body as { items: { metadata: { name: string } }[] }).items) {
+        const deleted = await this.raw('DELETE', `${path}/${item.metadata.name}`)
+        if (deleted.status !== 200 && deleted.status !== 404) throw new Error(`DELETE ${path}/${item.metadata.name}: HTTP ${deleted.status}`)
+      }
+    }
   }
 
   async metrics(): Promise<string> {

@@ -1,8 +1,8 @@
 // Variants of the baseline policy for the specs that change what is in force (expansion, Warn, Audit,
-// a spec's own ranges).
-// The YAML document is edited in place, so its comments and every other field stay as they are.
+// a spec's own ranges): the baseline document with the given fields of spec replaced. (Comments are
+// not kept: the webhook reads only the fields.)
 
-import { parseDocument } from 'yaml'
+import { dump, load } from 'js-yaml'
 import { baselinePolicy } from '../harness/index.ts'
 
 export interface PolicyChanges {
@@ -13,7 +13,6 @@ export interface PolicyChanges {
 }
 
 export function policyWith(changes: PolicyChanges): string {
-  const document = parseDocument(baselinePolicy())
-  for (const [key, value] of Object.entries(changes)) document.setIn(['spec', key], value)
-  return document.toString()
+  const document = load(baselinePolicy()) as { spec?: Record<string, unknown> }
+  return dump({ ...document, spec: { ...document.spec, ...changes } })
 }

@@ -29,6 +29,9 @@ export async function begin(t: Test, moduleURL: string, spec: string): Promise<S
   const context = { harness, cluster: harness.cluster, file, spec }
   await file.spec('prepare: cluster and webhook ready, baseline policy, no left-overs', async (t) => {
     await harness.cluster.waitApiserverReady()
+    // A spec file that unregistered the webhook and crashed before it registered it again.
+    await harness.restoreWebhook()
+    await harness.cluster.removeAdmissionPolicies()
     await waitWebhookReady(harness)
     await harness.resetPolicy()
     await harness.cluster.cleanup(spec)

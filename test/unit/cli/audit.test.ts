@@ -2,6 +2,7 @@
 // the fixtures, offline (--cluster) and with a stand-in for the live read.
 
 import t from 'tap'
+import { ClusterAccessError } from '../../../src/cli/io.ts'
 import { parsePolicy } from '../../../src/config/policy.ts'
 import { auditCluster, utilisation, viewWithout } from '../../../src/policy/audit.ts'
 import { parseCIDR, type Prefix } from '../../../src/policy/ip.ts'
@@ -190,21 +191,21 @@ t.test('without --cluster, audit reads the live cluster through the kubeconfig g
   const live = state({ kubernetes: ['10.96.0.0/28'], extra: ['10.96.1.0/24'] }, ['10.96.0.1', '10.97.0.1'])
   const { code, stdout, liveReads } = await run(['audit', '--policy', fixture.genericPolicy, '--kubeconfig', '/tmp/kubeconfig', '-o', 'json'], { live: () => Promise.resolve(live) })
   t.equal(code, 1, 'an orphan is a finding')
-  t.strictSame(liveReads, ['/tmp/kubeconfig'])
+  t.strictSame(liveReads, [{ kubeconfig: '/tmp/kubeconfig', context: undefined, timeoutMs: 30_000 }], 'the current context, with the default deadline')
   const report = JSON.parse(stdout) as { serviceCIDRs: { name: string, allowed: boolean }[], orphans: { name: string }[] }
   t.strictSame(report.serviceCIDRs.map(({ name, allowed }) => [name, allowed]), [['extra', true], ['kubernetes', true]])
   t.strictSame(report.orphans.map(({ name }) => name), ['10.97.0.1'])
   const defaulted = await run(['audit', '--policy', fixture.genericPolicy], { live: () => Promise.resolve(live) })
-  t.strictSame(defaulted.liveReads, [undefined], 'no --kubeconfig: the default kubeconfig')
+  t.strictSame(defaulted.liveReads.map((target) => target.kubeconfig), [undefined], 'no --kubeconfig: the default kubeconfig')
 })
 
 t.test('audit errors exit 2', async (t) => {
-  const unreachable = await run(['audit', '--policy', fixture.gkePolicy], { live: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6443')) })
+  const unreachable = await run(['audit', '--policy', fixture.gkePolicy], { live: () => Promise.reject(new ClusterAccessError('https://127.0.0.1:6443: cannot connect: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:6443')) })
   t.equal(unreachable.code, 2)
-  t.equal(unreachable.stderr, 'servicecidr-guard: connect ECONNREFUSED 127.0.0.1:6443\n')
+  t.equal(unreachable.stderr, 'servicecidr-guard: cannot read the cluster: https://127.0.0.1:6443: cannot connect: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:6443\n')
   const both = await run([...auditFixture, '--kubeconfig', 'k'])
   t.equal(both.code, 2)
-  t.equal(both.stderr, 'servicecidr-guard: --kubeconfig reads a live cluster and --cluster reads files: give one or the other\n')
+  t.equal(both.stderr, 'servicecidr-guard: --cluster reads files, and --kubeconfig, --context, --all-contexts and --apply a live cluster: give one or the other\n')
   t.strictSame(both.liveReads, [])
   const badPolicy = await run(['audit', '--policy', fixture.invalidPolicy, '--cluster', fixture.gkeCluster])
   t.equal(badPolicy.code, 2)

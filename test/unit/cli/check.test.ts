@@ -239,7 +239,7 @@ t.test('input errors exit 2 with a message naming the file, and no stack trace',
     ['bad policy', ['check', '--policy', fixture.invalidPolicy, fixture.manifest('single.yaml')],
       /^servicecidr-guard: invalid policy test\/fixtures\/policies\/invalid\.yaml:\n {2}- spec: unknown field "colour"\n {2}- spec\.overlap: must be one of "Deny", "AllowExpansion", "Allow"\n {2}- spec\.allowedRanges\[0\]: "34\.118\.224\.1\/20" is not a canonical CIDR \(must not have bits set beyond the prefix length\)\n$/],
     ['broken YAML', [...gke, fixture.manifest('broken.yaml')],
-      /^servicecidr-guard: test\/fixtures\/manifests\/broken\.yaml, document 1: not valid YAML: Flow sequence in block collection must be sufficiently indented and end with a \] at line 7, column 1\n$/],
+      /^servicecidr-guard: test\/fixtures\/manifests\/broken\.yaml, document 1: not valid YAML: deficient indentation at line 7, column 1\n$/],
     ['wrong kind', [...gke, fixture.manifest('wrong-kind.yaml')],
       /^servicecidr-guard: test\/fixtures\/manifests\/wrong-kind\.yaml, document 2: expected a ServiceCIDR or IPAddress of networking\.k8s\.io \(v1, v1beta1, v1alpha1\), or a List of them; found Service v1\n$/],
     ['an IPAddress in a manifest', ['check', '--policy', fixture.gkePolicy, fixture.gkeCluster],
@@ -250,7 +250,7 @@ t.test('input errors exit 2 with a message naming the file, and no stack trace',
     ['nothing to check', gke, /^servicecidr-guard: nothing to check: name manifest files \(or - for stdin\), or --delete NAME\n$/],
     ['unknown flag', [...gke, '--frobnicate', fixture.manifest('single.yaml')], /^error: unknown option '--frobnicate'\n\(run with --help for usage\)\n$/],
     ['no --policy', ['check', fixture.manifest('single.yaml')], /^error: required option '--policy <file>' not specified\n/],
-    ['bad output format', [...gke, '-o', 'xml', fixture.manifest('single.yaml')], /^error: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are text, json\.\n/],
+    ['bad output format', [...gke, '-o', 'xml', fixture.manifest('single.yaml')], /^error: option '-o, --output <format>' argument 'xml' is invalid\. Allowed choices are text, json, junit\.\n/],
   ]
   for (const [name, args, stderr] of cases) {
     const result = await run(args)

@@ -75,7 +75,7 @@ t.test('every malformed object is an error naming the file, document and item', 
     ['spec not an object', 'apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: a}\nspec: [1]\n', 'f.yaml, document 1: ServiceCIDR "a": spec must be an object'],
     ['labels not strings', 'apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: 10.0.0.1, labels: {a: {b: c}}}\n', 'f.yaml, document 1: IPAddress "10.0.0.1": metadata.labels must map strings to strings'],
     ['parentRef not strings', 'apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: 10.0.0.1}\nspec: {parentRef: {name: [x]}}\n', 'f.yaml, document 1: IPAddress "10.0.0.1": spec.parentRef must have string fields (group, resource, namespace, name)'],
-    ['duplicate keys', 'kind: ServiceCIDR\nkind: IPAddress\n', 'f.yaml, document 1: not valid YAML: Map keys must be unique at line 2, column 1'],
+    ['duplicate keys', 'kind: ServiceCIDR\nkind: IPAddress\n', 'f.yaml, document 1: not valid YAML: duplicated mapping key at line 2, column 1'],
   ]
   for (const [name, text, error] of cases) {
     const read = readObjects(text, 'f.yaml')

@@ -5,7 +5,7 @@ import t from 'tap'
 import { run } from '../../helpers/cli.ts'
 
 t.test('--help works on the program and on every command, exit 0', async (t) => {
-  for (const command of [[], ['serve'], ['check'], ['audit'], ['plan']]) {
+  for (const command of [[], ['serve'], ['check'], ['audit'], ['plan'], ['generate'], ['generate', 'vap']]) {
     const { code, stdout, stderr } = await run([...command, '--help'])
     t.equal(code, 0, `${command.join(' ') || 'program'} --help`)
     t.match(stdout, `Usage: servicecidr-guard ${command.join(' ')}`.trimEnd())
@@ -31,6 +31,10 @@ t.test('usage errors exit 2, also inside subcommands that commander did not crea
   const serve = await run(['serve', '--port', 'many'])
   t.equal(serve.code, 2)
   t.match(serve.stderr, /^error: option '--port <port>' argument 'many' is invalid\. must be a port number \(0-65535\)\n\(run with --help for usage\)\n$/)
+  // generate vap is a subcommand of a subcommand: it needs the override too.
+  const vap = await run(['generate', 'vap'])
+  t.equal(vap.code, 2)
+  t.match(vap.stderr, "error: required option '--policy <file>' not specified")
   const none = await run([])
   t.equal(none.code, 2, 'no command: help on stderr, exit 2')
   t.match(none.stderr, 'Usage: servicecidr-guard')

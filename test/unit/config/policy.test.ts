@@ -184,22 +184,29 @@ void t.test('invalid policies: every problem, with its path', (t) => {
       ],
     },
     {
-      name: 'YAML syntax errors, each with its place',
-      text: `${header}spec:\n  overlap: Deny\n  overlap: Allow\n  allowedRanges: [10.0.0.0/8\n`,
-      problems: [
-        'Map keys must be unique at line 5, column 3',
-        'Flow sequence in block collection must be sufficiently indented and end with a ] at line 7, column 1',
-      ],
+      name: 'a YAML syntax error, with its place (the parser stops at the first)',
+      text: `${header}spec:\n  overlap: Deny\n  allowedRanges: [10.0.0.0/8\n`,
+      problems: ['deficient indentation at line 6, column 1'],
+    },
+    {
+      name: 'duplicate keys, with the place of the second',
+      text: `${header}spec:\n  overlap: Deny\n  overlap: Allow\n`,
+      problems: ['duplicated mapping key at line 5, column 3'],
     },
     {
       name: 'duplicate keys in JSON',
       text: '{"apiVersion": "servicecidr-guard/v1alpha1", "kind": "Policy", "kind": "Policy", "spec": {}}',
-      problems: ['Map keys must be unique at line 1, column 64'],
+      problems: ['duplicated mapping key at line 1, column 65'],
     },
     {
       name: 'two YAML documents in one file',
       text: `${header}spec: {}\n---\n${header}spec: {}\n`,
-      problems: ['Source contains multiple documents; please use YAML.parseAllDocuments() at line 4, column 1'],
+      problems: ['a policy file holds one YAML document; another one starts at line 4'],
+    },
+    {
+      name: 'two YAML documents, the file opening with a marker',
+      text: `# policy\n---\n${header}spec: {}\n---\n${header}spec: {}\n`,
+      problems: ['a policy file holds one YAML document; another one starts at line 6'],
     },
   ]
   for (const tc of cases) t.same(problemsOf(tc.text), tc.problems, tc.name)

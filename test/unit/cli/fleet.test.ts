@@ -1,0 +1,109 @@
+// `audit --context ... / --all-contexts`: several clusters in one run, in parallel with a bound; one
+// row per cluster, an unreadable one with its error; the fleet summary; -o json; the exit codes.
+
+import t from 'tap'
+import { mapBounded } from '../../../src/cli/fleet.ts'
+import { ClusterAccessError, type ClusterTarget } from '../../../src/cli/io.ts'
+import { ClusterState, toIPAddressRecord, toServiceCIDRRecord } from '../../../src/policy/state.ts'
+import { fixture, run } from '../../helpers/cli.ts'
+
+function state(serviceCIDRs: Record<string, string[]>, addresses: string[] = []): ClusterState {
+  const cluster = new ClusterState()
+  cluster.replaceServiceCIDRs(Object.entries(serviceCIDRs).map(([name, cidrs]) => toServiceCIDRRecord({ metadata: { name }, spec: { cidrs } })!))
+  cluster.replaceIPAddresses(addresses.map((ip) => toIPAddressRecord({
+    metadata: { name: ip, labels: { 'ipaddress.kubernetes.io/ip-family': 'IPv4', 'ipaddress.kubernetes.io/managed-by': 'ipallocator.k8s.io' } },
+    spec: { parentRef: { group: '', resource: 'services', namespace: 'shop', name: 'cart' } },
+  })!))
+  return cluster
+}
+
+const contexts = [
+  { name: 'prod-eu', server: 'https://eu.example:6443' },
+  { name: 'prod-us', server: 'https://us.example:6443' },
+  { name: 'gone', server: 'https://127.0.0.1:1' },
+]
+
+const clusters: Record<string, () => Promise<ClusterState>> = {
+  'prod-eu': () => Promise.resolve(state({ kubernetes: ['34.118.224.0/28'], extra: ['34.118.225.0/24'] }, ['34.118.224.1'])),
+  'prod-us': () => Promise.resolve(state({ kubernetes: ['34.118.224.0/28'], legacy: ['10.100.0.0/24'] }, ['34.118.240.5'])),
+  'gone': () => Promise.reject(new ClusterAccessError('https://127.0.0.1:1: cannot connect: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:1')),
+}
+const live = (target: ClusterTarget): Promise<ClusterState> => clusters[target.context ?? '']!()
+
+t.test('one row per cluster, in the order asked, an unreadable one with its error; exit 3', async (t) => {
+  const { code, stdout, stderr, liveReads } = await run(['audit', '--policy', fixture.gkePolicy, '--context', 'prod-eu', '--context', 'gone', '--context', 'prod-us'], { live, contexts })
+  t.equal(code, 3, 'a cluster could not be read')
+  t.equal(stderr, '')
+  t.equal(stdout, [
+    'CONTEXT  SERVER                   SERVICECIDRS  DENIED  ORPHANS  STATUS',
+    'prod-eu  https://eu.example:6443  2             0       0        clean',
+    'gone     https://127.0.0.1:1      -             -       -        ERROR https://127.0.0.1:1: cannot connect: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:1',
+    'prod-us  https://us.example:6443  2             1       1        2 findings',
+    '',
+    '3 clusters audited as servicecidr-guard:audit: 1 clean, 1 with findings (1 ServiceCIDR the policy would deny, 1 orphaned IPAddress), 1 could not be read',
+    '',
+  ].join('\n'))
+  t.strictSame(liveReads.map((target) => target.context).sort(), ['gone', 'prod-eu', 'prod-us'], 'each context read once')
+  t.ok(liveReads.every((target) => target.timeoutMs === 30_000 && target.kubeconfig === undefined), 'with the default kubeconfig and deadline')
+})
+
+t.test('exit 1 with findings in a readable fleet, 0 when every cluster is clean', async (t) => {
+  const findings = await run(['audit', '--policy', fixture.gkePolicy, '--context', 'prod-eu', '--context', 'prod-us'], { live, contexts })
+  t.equal(findings.code, 1)
+  const clean = await run(['audit', '--policy', fixture.gkePolicy, '--context', 'prod-eu'], { live, contexts })
+  t.equal(clean.code, 0)
+  t.match(clean.stdout, '1 cluster audited as servicecidr-guard:audit: 1 clean, 0 with findings, 0 could not be read')
+})
+
+t.test('--all-contexts reads every context of the kubeconfig given, in its order', async (t) => {
+  const { code, stdout, liveReads } = await run(['audit', '--policy', fixture.gkePolicy, '--all-contexts', '--kubeconfig', '/tmp/fleet', '--timeout', '5'], { live, contexts })
+  t.equal(code, 3)
+  t.strictSame(stdout.split('\n').slice(1, 4).map((line) => line.split(' ')[0]), ['prod-eu', 'prod-us', 'gone'])
+  t.ok(liveReads.every((target) => target.kubeconfig === '/tmp/fleet' && target.timeoutMs === 5000), 'with the kubeconfig and deadline given')
+})
+
+t.test('-o json: every cluster\'s report as a single audit prints it, or its error, and the summary', async (t) => {
+  const { stdout } = await run(['audit', '--policy', fixture.gkePolicy, '--context', 'prod-us', '--context', 'gone', '-o', 'json'], { live, contexts })
+  const fleet = JSON.parse(stdout) as { kind: string, clusters: { context: string, server: string, error: string | null, report: { summary: object } | null }[], summary: object }
+  t.equal(fleet.kind, 'FleetAuditReport')
+  t.strictSame(fleet.clusters.map(({ context, server, error, report }) => ({ context, server, error, summary: report?.summary ?? null })), [
+    { context: 'prod-us', server: 'https://us.example:6443', error: null, summary: { serviceCIDRs: 2, denied: 1, orphans: 1 } },
+    { context: 'gone', server: 'https://127.0.0.1:1', error: 'https://127.0.0.1:1: cannot connect: ECONNREFUSED: connect ECONNREFUSED 127.0.0.1:1', summary: null },
+  ])
+  t.strictSame(fleet.summary, { clusters: 2, clean: 0, withFindings: 1, unreadable: 1, serviceCIDRs: 2, denied: 1, orphans: 1 })
+})
+
+t.test('--parallel bounds how many clusters are read at once', async (t) => {
+  let reading = 0
+  let most = 0
+  const many = Array.from({ length: 9 }, (_, index) => ({ name: `c${String(index)}`, server: `https://c${String(index)}` }))
+  const slow = async (): Promise<ClusterState> => {
+    most = Math.max(most, ++reading)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    reading--
+    return state({ kubernetes: ['34.118.224.0/28'] })
+  }
+  const { code } = await run(['audit', '--policy', fixture.gkePolicy, '--all-contexts', '--parallel', '3'], { live: slow, contexts: many })
+  t.equal(code, 0)
+  t.equal(most, 3, 'three at a time, never more')
+  const results = await mapBounded([5, 1, 3], 2, async (delay) => {
+    await new Promise((resolve) => setTimeout(resolve, delay))
+    return delay * 10
+  })
+  t.strictSame(results, [50, 10, 30], 'results in the order of the items, whatever finished first')
+})
+
+t.test('usage errors: an unknown context, both ways of naming contexts, --parallel 0', async (t) => {
+  const unknown = await run(['audit', '--policy', fixture.gkePolicy, '--context', 'prod-eu', '--context', 'nope'], { live, contexts })
+  t.equal(unknown.code, 2)
+  t.equal(unknown.stderr, 'servicecidr-guard: the kubeconfig has no context "nope" (it has: prod-eu, prod-us, gone)\n')
+  t.strictSame(unknown.liveReads, [], 'nothing is read')
+  const both = await run(['audit', '--policy', fixture.gkePolicy, '--context', 'prod-eu', '--all-contexts'], { live, contexts })
+  t.equal(both.code, 2)
+  t.match(both.stderr, "error: option '--all-contexts' cannot be used with option '--context <name>'")
+  const zero = await run(['audit', '--policy', fixture.gkePolicy, '--all-contexts', '--parallel', '0'], { live, contexts })
+  t.equal(zero.code, 2)
+  t.match(zero.stderr, "error: option '--parallel <n>' argument '0' is invalid. must be a whole number of clusters, 1 or more")
+  const files = await run(['audit', '--policy', fixture.gkePolicy, '--cluster', fixture.gkeCluster, '--context', 'prod-eu'], { live, contexts })
+  t.equal(files.code, 2)
+})
