@@ -37,7 +37,7 @@ const policy = parsePolicy(benchPolicy, 'bench')
 const state = buildState(1000, ipCount)
 console.log('decision time (decide() alone, µs)      calls     p50     p99    mean   verdict')
 for (const [name, scenario] of Object.entries(scenarios)) {
-  const decoded = decodeReview(JSON.parse(admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], 'x')))
+  const decoded = decodeReview(Buffer.from(admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], 'x')))
   if (!decoded.ok || !('request' in decoded)) throw new Error(`bad scenario ${name}`)
   const timing = timeDecisions(policy, state, decoded.request, 20_000)
   console.log(`  ${name.padEnd(36)} ${String(timing.calls).padStart(7)} ${timing.p50us.toFixed(1).padStart(7)} ${timing.p99us.toFixed(1).padStart(7)} ${timing.meanus.toFixed(1).padStart(7)}   ${timing.allowed ? 'allowed' : 'denied'}`)

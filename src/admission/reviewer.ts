@@ -35,7 +35,8 @@ export interface ReviewerOptions {
   readonly cluster: ClusterPort
 }
 
-export type Reviewer = (body: unknown) => Outcome
+/** Reviews one raw request body (the bytes, not parsed: see decodeReview). */
+export type Reviewer = (body: Buffer) => Outcome
 
 export function errorOutcome(uid: string, error: ErrorCode, detail = ''): Outcome {
   return { uid, verdict: 'error', status: error.status, review: encodeError(uid, error, detail), error: { code: error.code, detail } }
