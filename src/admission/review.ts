@@ -5,7 +5,7 @@
 import type { Family } from '../policy/ip.ts'
 import type { Decision, Operation, ReviewRequest, ServiceCIDRObject, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
-import { JSONSyntaxError, Mismatch, boolean, object, readJSON, string, strings, type ReadObject, type Shape, type Value } from './json.ts'
+import { JSONSyntaxError, Mismatch, boolean, object, readJSON, string, strings, type ReadObject, type Shape, type Value } from '../json/reader.ts'
 
 export const admissionAPIVersion = 'admission.k8s.io/v1'
 const group = 'networking.k8s.io'
@@ -93,7 +93,7 @@ function shapeProblem(value: Value | undefined, shape: Shape, path: string): str
   if (value instanceof Mismatch) {
     if (value.index >= 0) return `${path}/${value.index} must be string`
     if (value.tooMany && shape.type === 'strings') return `${at} must NOT have more than ${shape.maxItems} items`
-    const expected = { string: 'string', boolean: 'boolean', strings: 'array', object: shape.type === 'object' && shape.nullable ? 'object,null' : 'object' }[value.expected]
+    const expected = { string: 'string', boolean: 'boolean', strings: 'array', objects: 'array', object: shape.type === 'object' && shape.nullable ? 'object,null' : 'object' }[value.expected]
     return `${at} must be ${expected}`
   }
   if (shape.type !== 'object' || !isObject(value)) return undefined

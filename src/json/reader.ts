@@ -9,7 +9,7 @@
 // become U+FFFD); the bytes the grammar cares about are ASCII, which no UTF-8 sequence contains, so
 // scanning bytes and parsing decoded text agree. Duplicate keys: the last one wins, as in JSON.parse.
 
-export type Shape = StringShape | BooleanShape | StringsShape | ObjectShape
+export type Shape = StringShape | BooleanShape | StringsShape | ObjectShape | ObjectsShape
 
 interface StringShape { readonly type: 'string' }
 interface BooleanShape { readonly type: 'boolean' }
@@ -20,15 +20,18 @@ interface ObjectShape {
   readonly fields: readonly { readonly name: string, readonly bytes: Buffer, readonly shape: Shape }[]
   readonly nullable: boolean
 }
+/** An array of objects of one shape: the items of a Kubernetes list. */
+interface ObjectsShape { readonly type: 'objects', readonly item: ObjectShape }
 
 export const string: Shape = { type: 'string' }
 export const boolean: Shape = { type: 'boolean' }
 export const strings = (maxItems: number): Shape => ({ type: 'strings', maxItems })
-export const object = (fields: Readonly<Record<string, Shape>>, options: { nullable?: boolean } = {}): Shape => ({
+export const object = (fields: Readonly<Record<string, Shape>>, options: { nullable?: boolean } = {}): ObjectShape => ({
   type: 'object',
   fields: Object.entries(fields).map(([name, shape]) => ({ name, bytes: Buffer.from(name), shape })),
   nullable: options.nullable ?? false,
 })
+export const objects = (item: ObjectShape): Shape => ({ type: 'objects', item })
 
 export type JSONType = 'null' | 'boolean' | 'number' | 'string' | 'array' | 'object'
 
@@ -36,7 +39,7 @@ export type JSONType = 'null' | 'boolean' | 'number' | 'string' | 'array' | 'obj
 export class Mismatch {
   readonly expected: Shape['type']
   readonly found: JSONType
-  /** For `strings`: the first item that is not a string, or -1. */
+  /** For `strings` and `objects`: the first item of another type, or -1. */
   readonly index: number
   /** For `strings`: set when the array has more items than allowed. */
   readonly tooMany: boolean
@@ -50,8 +53,20 @@ export class Mismatch {
 }
 
 /** What a Shape reads to: the values named, Mismatch where the document holds something else. */
-export type Value = string | boolean | null | readonly string[] | Mismatch | ReadObject
+export type Value = string | boolean | null | readonly string[] | readonly ReadObject[] | Mismatch | ReadObject
 export interface ReadObject { readonly [field: string]: Value | undefined }
+
+/** The values read, with every Mismatch left out: for readers that take a field of the wrong type as absent. */
+export function withoutMismatches(value: Value): unknown {
+  if (value instanceof Mismatch) return undefined
+  if (Array.isArray(value)) return value.map((item: Value) => withoutMismatches(item))
+  if (typeof value !== 'object' || value === null) return value
+  const result: Record<string, unknown> = {}
+  for (const [field, item] of Object.entries(value as ReadObject)) {
+    if (item !== undefined && !(item instanceof Mismatch)) result[field] = withoutMismatches(item)
+  }
+  return result
+}
 
 export class JSONSyntaxError extends Error {
   readonly offset: number
@@ -265,6 +280,8 @@ class Reader {
         return this.mismatch(shape)
       case 'strings':
         return c === LBRACKET ? this.strings(shape.maxItems) : this.mismatch(shape)
+      case 'objects':
+        return c === LBRACKET ? this.objects(shape.item) : this.mismatch(shape)
       case 'object':
         if (c === 0x6e && shape.nullable) {
           this.literal('null')
@@ -313,6 +330,29 @@ class Reader {
     if (index !== -1) return new Mismatch('strings', 'array', index)
     if (count > maxItems) return new Mismatch('strings', 'array', -1, true)
     return items
+  }
+
+  private objects(item: ObjectShape): readonly ReadObject[] | Mismatch {
+    const items: ReadObject[] = []
+    let index = -1
+    this.pos = skipWhitespace(this.b, this.pos + 1)
+    if (this.b[this.pos] === RBRACKET) {
+      this.pos++
+      return items
+    }
+    for (let count = 0; ; count++) {
+      this.pos = skipWhitespace(this.b, this.pos)
+      if (this.b[this.pos] === LBRACE && index === -1) items.push(this.object(item))
+      else {
+        if (this.b[this.pos] !== LBRACE && index === -1) index = count
+        this.pos = skipValue(this.b, this.pos)
+      }
+      this.pos = skipWhitespace(this.b, this.pos)
+      const d = this.b[this.pos++]
+      if (d === RBRACKET) break
+      if (d !== COMMA) fail(this.b, this.pos - 1)
+    }
+    return index === -1 ? items : new Mismatch('objects', 'array', index)
   }
 
   private object(shape: ObjectShape): ReadObject {
