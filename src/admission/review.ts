@@ -87,18 +87,26 @@ export type Decoded =
 const isObject = (value: Value | undefined): value is ReadObject =>
   typeof value === 'object' && value !== null && !(value instanceof Mismatch) && !Array.isArray(value)
 
-/** The first value that is not of its shape, as ajv would word it; fields in the shape's order. */
-function shapeProblem(value: Value | undefined, shape: Shape, path: string): string | undefined {
-  const at = path || '(top level)'
+/**
+ * The first value that is not of its shape, as ajv would word it; fields in the shape's order.
+ * `path` holds the field names down to `value`; it is joined only when there is a problem.
+ */
+function shapeProblem(value: Value | undefined, shape: Shape, path: string[]): string | undefined {
   if (value instanceof Mismatch) {
-    if (value.index >= 0) return `${path}/${value.index} must be string`
+    const at = path.length === 0 ? '(top level)' : `/${path.join('/')}`
+    if (value.index >= 0) return `${at}/${value.index} must be ${value.expected === 'objects' ? 'object' : 'string'}`
     if (value.tooMany && shape.type === 'strings') return `${at} must NOT have more than ${shape.maxItems} items`
     const expected = { string: 'string', boolean: 'boolean', strings: 'array', objects: 'array', object: shape.type === 'object' && shape.nullable ? 'object,null' : 'object' }[value.expected]
     return `${at} must be ${expected}`
   }
   if (shape.type !== 'object' || !isObject(value)) return undefined
   for (const field of shape.fields) {
-    const problem = shapeProblem(value[field.name], field.shape, `${path}/${field.name}`)
+    const child = value[field.name]
+    // Strings, booleans and null were read as their shape asks; a Mismatch is an object.
+    if (child === undefined || typeof child !== 'object') continue
+    path.push(field.name)
+    const problem = shapeProblem(child, field.shape, path)
+    path.pop()
     if (problem !== undefined) return problem
   }
   return undefined
@@ -111,7 +119,7 @@ function required(value: ReadObject, path: string, names: readonly string[]): st
 
 /** What is wrong with a review of the right shape, in the order ajv checked the old JSON Schema. */
 function reviewProblem(review: Value): string | undefined {
-  const shape = shapeProblem(review, reviewShape, '')
+  const shape = shapeProblem(review, reviewShape, [])
   if (shape !== undefined) return shape
   if (!isObject(review)) return '(top level) must be object'
   const top = required(review, '', ['apiVersion', 'kind', 'request'])

@@ -115,9 +115,13 @@ for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1
 const ESCAPES = new Uint8Array(128)
 for (const c of '"\\/bfnrt') ESCAPES[c.charCodeAt(0)] = 1
 
-/** Counts the escapes seen, so that a string without any can be decoded without JSON.parse. */
+/**
+ * A reader's working state, made once per document: the escapes seen (a string without any is
+ * decoded without JSON.parse) and the nesting stack of skipValue, grown as a document needs.
+ */
 class Escapes {
   count = 0
+  stack = new Uint8Array(64)
 }
 
 /** From the opening quote to just past the closing one. */
@@ -183,10 +187,9 @@ function skipKey(b: Buffer, i: number, escapes: Escapes): number {
  * Checks one value from `start` (whitespace allowed before it) and returns the position after
  * it. Iterative, with an explicit stack, so nesting depth costs a byte a level, not a stack frame.
  */
-function skipValue(b: Buffer, start: number): number {
+function skipValue(b: Buffer, start: number, escapes: Escapes): number {
   const n = b.length
-  const escapes = new Escapes()
-  let stack = new Uint8Array(16)
+  let stack = escapes.stack
   let depth = 0
   let i = start
   for (;;) {
@@ -203,6 +206,7 @@ function skipValue(b: Buffer, start: number): number {
           const grown = new Uint8Array(depth * 2)
           grown.set(stack)
           stack = grown
+          escapes.stack = grown
         }
         stack[depth++] = c === LBRACE ? IN_OBJECT : IN_ARRAY
         if (c === LBRACE) i = skipKey(b, i, escapes)
@@ -265,7 +269,7 @@ class Reader {
 
   private mismatch(shape: Shape): Mismatch {
     const found = typeAt(this.b[this.pos])
-    this.pos = skipValue(this.b, this.pos)
+    this.pos = skipValue(this.b, this.pos, this.escapes)
     return new Mismatch(shape.type, found)
   }
 
@@ -319,7 +323,7 @@ class Reader {
       if (this.b[this.pos] === QUOTE && index === -1 && count < maxItems) items.push(this.string())
       else {
         if (this.b[this.pos] !== QUOTE && index === -1) index = count
-        this.pos = skipValue(this.b, this.pos)
+        this.pos = skipValue(this.b, this.pos, this.escapes)
       }
       count++
       this.pos = skipWhitespace(this.b, this.pos)
@@ -345,7 +349,7 @@ class Reader {
       if (this.b[this.pos] === LBRACE && index === -1) items.push(this.object(item))
       else {
         if (this.b[this.pos] !== LBRACE && index === -1) index = count
-        this.pos = skipValue(this.b, this.pos)
+        this.pos = skipValue(this.b, this.pos, this.escapes)
       }
       this.pos = skipWhitespace(this.b, this.pos)
       const d = this.b[this.pos++]
@@ -370,7 +374,7 @@ class Reader {
       this.pos = skipWhitespace(b, this.pos)
       if (b[this.pos] !== COLON) fail(b, this.pos)
       this.pos++
-      if (field === undefined) this.pos = skipValue(b, this.pos)
+      if (field === undefined) this.pos = skipValue(b, this.pos, this.escapes)
       else result[field.name] = this.value(field.shape)
       this.pos = skipWhitespace(b, this.pos)
       const d = b[this.pos++]
@@ -381,16 +385,22 @@ class Reader {
 
   /** The key at the current position, matched against the shape's fields without decoding it when it holds no escape. */
   private field(shape: ObjectShape): ObjectShape['fields'][number] | undefined {
+    const b = this.b
     const start = this.pos
     const before = this.escapes.count
-    this.pos = skipString(this.b, start, this.escapes)
+    this.pos = skipString(b, start, this.escapes)
     if (this.escapes.count !== before) {
-      const key = JSON.parse(this.b.toString('utf8', start, this.pos)) as string
+      const key = JSON.parse(b.toString('utf8', start, this.pos)) as string
       return shape.fields.find((field) => field.name === key)
     }
+    // Compared byte by byte here: for keys this short, a call into Buffer#compare costs more.
     const length = this.pos - start - 2
     for (const field of shape.fields) {
-      if (field.bytes.length === length && this.b.compare(field.bytes, 0, length, start + 1, this.pos - 1) === 0) return field
+      const name = field.bytes
+      if (name.length !== length) continue
+      let k = 0
+      while (k < length && name[k] === b[start + 1 + k]) k++
+      if (k === length) return field
     }
     return undefined
   }
