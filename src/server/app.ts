@@ -76,6 +76,9 @@ function limitedApp(options: AppOptions, limits: Limits, https: SecureContextOpt
     loggerInstance: options.logger,
     // One log line per decision is written by the webhook; fastify's per-request lines would double it.
     logController: new LogController({ disableRequestLogging: true }),
+    // No child logger per request: nothing logs through request.log, and a pino child (binding the
+    // request id) cost more CPU than the decision itself (docs/benchmarks.md, "Cost per review").
+    childLoggerFactory: (logger) => logger,
     ...fastifyOptions,
     // Requests already on a kept-alive connection are still answered while closing: a 503 there
     // would fail an apiserver request for no reason during a rolling update.

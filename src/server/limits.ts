@@ -153,14 +153,17 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget): voi
   const { limits } = budget
   const held = new WeakMap<FastifyRequest, { bytes: number }>()
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Callback style, not async: no promise per request. A refusal sends and does not call done.
+  app.addHook('onRequest', (request, reply, done) => {
     const declared = declaredLength(request)
     if (declared !== undefined && declared > limits.bodyBytes) {
-      return reply.send(new LimitError('SCG_BODY_TOO_LARGE', `content-length ${declared}`))
+      reply.send(new LimitError('SCG_BODY_TOO_LARGE', `content-length ${declared}`))
+      return
     }
     const large = declared !== undefined && declared > limits.smallBodyBytes
     if ((declared !== undefined && declared + limits.requestBytes > budget.available(large)) || !budget.take(limits.requestBytes, large)) {
-      return reply.send(new LimitError('SCG_OVERLOADED', declared === undefined ? '' : `content-length ${declared}`))
+      reply.send(new LimitError('SCG_OVERLOADED', declared === undefined ? '' : `content-length ${declared}`))
+      return
     }
     const charge = { bytes: limits.requestBytes }
     held.set(request, charge)
@@ -168,7 +171,7 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget): voi
       budget.give(charge.bytes)
       charge.bytes = 0
     })
-    return undefined
+    done()
   })
 
   app.removeContentTypeParser('application/json')
