@@ -4,18 +4,21 @@
 //  2. decision time of decide() alone, per scenario, with 1,000 ServiceCIDRs and 100,000 IPAddresses
 //  3. reviews/s and p50/p99 latency over HTTPS keep-alive, the load generated in this process and
 //     the server in another (bench/server.ts)
+//  4. side by side, same load generator and connections (8 and 32): the webhook app against an
+//     empty fastify HTTPS handler that parses the same AdmissionReview and answers allowed
+//     (bench/empty-server.ts); two rounds each, alternating, and the ratios
 //
-// BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs.
+// BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
+// (first of two) the servers' ports (default: any free ones).
 
-import { execFileSync, fork, spawnSync } from 'node:child_process'
+import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { decodeReview } from '../src/admission/review.ts'
 import { parsePolicy } from '../src/config/policy.ts'
 import { timeDecisions } from './decide.ts'
 import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
-import { load } from './load.ts'
+import { load, type LoadResult } from './load.ts'
 
 const seconds = Number(process.env['BENCH_SECONDS'] ?? 10)
 const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 8)
@@ -37,24 +40,44 @@ const policy = parsePolicy(benchPolicy, 'bench')
 const state = buildState(1000, ipCount)
 console.log('decision time (decide() alone, µs)      calls     p50     p99    mean   verdict')
 for (const [name, scenario] of Object.entries(scenarios)) {
-  const decoded = decodeReview(Buffer.from(admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], 'x')))
-  if (!decoded.ok || !('request' in decoded)) throw new Error(`bad scenario ${name}`)
-  const timing = timeDecisions(policy, state, decoded.request, 20_000)
+  const object = { name: scenario.name, cidrs: [...scenario.cidrs] }
+  const request = { operation: scenario.operation, name: scenario.name, userInfo: { username: 'kubernetes-admin', groups: ['system:authenticated'] }, object: scenario.operation === 'DELETE' ? undefined : object, oldObject: scenario.operation === 'DELETE' ? object : undefined, dryRun: false }
+  const timing = timeDecisions(policy, state, request, 20_000)
   console.log(`  ${name.padEnd(36)} ${String(timing.calls).padStart(7)} ${timing.p50us.toFixed(1).padStart(7)} ${timing.p99us.toFixed(1).padStart(7)} ${timing.meanus.toFixed(1).padStart(7)}   ${timing.allowed ? 'allowed' : 'denied'}`)
 }
 
 // 3. HTTP load against the server in its own process
 const dir = mkdtempSync(join(tmpdir(), 'scg-bench-'))
+const started = (child: ChildProcess): Promise<number> => new Promise((resolve, reject) => {
+  child.once('message', (message) => { resolve((message as { port: number }).port) })
+  child.once('exit', (code) => { reject(new Error(`bench server exited with ${code ?? 'signal'}`)) })
+})
+/** The child's CPU time so far (user + system), in microseconds. */
+const cpuOf = (child: ChildProcess): Promise<number> => new Promise((resolve) => {
+  const onMessage = (message: unknown): void => {
+    const usage = (message as { cpu?: NodeJS.CpuUsage }).cpu
+    if (usage === undefined) return
+    child.off('message', onMessage)
+    resolve(usage.user + usage.system)
+  }
+  child.on('message', onMessage)
+  child.send('cpu')
+})
+const stopped = async (child: ChildProcess): Promise<void> => {
+  child.send('stop')
+  await new Promise((resolve) => child.once('exit', resolve))
+}
+const basePort = process.env['BENCH_PORT']
 try {
   const cert = join(dir, 'tls.crt')
   const key = join(dir, 'tls.key')
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
     '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
-  const server = fork(join(here, 'server.ts'), [cert, key, String(ipCount)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--expose-gc'] })
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('message', (message) => { resolve((message as { port: number }).port) })
-    server.once('exit', (code) => { reject(new Error(`bench server exited with ${code ?? 'signal'}`)) })
-  })
+  // BENCH_NODE_ARGS: extra node flags for the webhook server, e.g. --cpu-prof --cpu-prof-dir=DIR.
+  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')
+  const server = fork(join(here, 'server.ts'), [cert, key, String(ipCount), basePort ?? '0'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--expose-gc', ...nodeArgs] })
+  const empty = fork(join(here, 'empty-server.ts'), [cert, key, basePort === undefined ? '0' : String(Number(basePort) + 1)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const [port, emptyPort] = await Promise.all([started(server), started(empty)])
   const origin = `https://127.0.0.1:${port}`
   const ca = readFileSync(cert, 'utf8')
   console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
@@ -65,13 +88,38 @@ try {
     const result = await load(origin, body, connections, seconds, ca)
     console.log(`  ${name.padEnd(42)} ${result.perSecond.toFixed(0).padStart(9)} ${result.p50ms.toFixed(2).padStart(8)} ${result.p99ms.toFixed(2).padStart(8)} ${result.maxms.toFixed(1).padStart(8)} ${String(result.errors).padStart(8)}   ${result.allowed} allowed, ${result.denied} denied`)
   }
+
+  // 4. Side by side with the empty handler.
+  const { createAllowed } = scenarios
+  const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
+  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; two rounds each, alternating, ${seconds} s a round`)
+  console.log('  connections   empty reviews/s   p99 ms   CPU µs   webhook reviews/s   p99 ms   CPU µs   throughput   p99     CPU per review')
+  for (const count of [8, 32]) {
+    const rounds: { empty: { result: LoadResult, cpu: number }[], webhook: { result: LoadResult, cpu: number }[] } = { empty: [], webhook: [] }
+    for (let round = 0; round < 2; round++) {
+      for (const [which, target, child] of [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server]] as const) {
+        await load(target, body, count, Math.min(2, seconds), ca)
+        const before = await cpuOf(child)
+        const result = await load(target, body, count, seconds, ca)
+        const cpu = (await cpuOf(child)) - before
+        if (result.errors > 0 || result.allowed !== result.requests) throw new Error(`${which}: ${result.errors} errors, ${result.allowed} of ${result.requests} allowed`)
+        rounds[which].push({ result, cpu: cpu / result.requests })
+      }
+    }
+    const mean = (runs: { result: LoadResult, cpu: number }[], pick: (run: { result: LoadResult, cpu: number }) => number): number => runs.reduce((sum, run) => sum + pick(run), 0) / runs.length
+    const [emptyRate, webhookRate] = [mean(rounds.empty, (run) => run.result.perSecond), mean(rounds.webhook, (run) => run.result.perSecond)]
+    const [emptyP99, webhookP99] = [mean(rounds.empty, (run) => run.result.p99ms), mean(rounds.webhook, (run) => run.result.p99ms)]
+    const [emptyCPU, webhookCPU] = [mean(rounds.empty, (run) => run.cpu), mean(rounds.webhook, (run) => run.cpu)]
+    console.log(`  ${String(count).padStart(11)} ${emptyRate.toFixed(0).padStart(17)} ${emptyP99.toFixed(2).padStart(8)} ${emptyCPU.toFixed(0).padStart(8)} ${webhookRate.toFixed(0).padStart(19)} ${webhookP99.toFixed(2).padStart(8)} ${webhookCPU.toFixed(0).padStart(8)} ${(webhookRate / emptyRate).toFixed(2).padStart(11)}x ${(webhookP99 / emptyP99).toFixed(2).padStart(6)}x ${(webhookCPU / emptyCPU).toFixed(2).padStart(9)}x`)
+  }
+  console.log('  (ratios are webhook / empty; the goal is throughput >= 0.7x and p99 <= 1.3x. CPU µs: the server process\'s CPU time per review)')
+
   const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
     server.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
     server.send('memory')
   })
   console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
-  server.send('stop')
-  await new Promise((resolve) => server.once('exit', resolve))
+  await Promise.all([stopped(server), stopped(empty)])
 } finally {
   rmSync(dir, { recursive: true, force: true })
 }

@@ -10,7 +10,7 @@ import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts
 import { Metrics } from '../src/server/metrics.ts'
 import { benchPolicy, buildState } from './fixtures.ts'
 
-const [certPath, keyPath, ipCount] = process.argv.slice(2)
+const [certPath, keyPath, ipCount, port] = process.argv.slice(2)
 const state = buildState(1000, Number(ipCount ?? 100_000))
 const policy = parsePolicy(benchPolicy, 'bench')
 // Decisions are logged as in production, to /dev/null so the terminal is not the bottleneck.
@@ -22,10 +22,11 @@ const reviewer = createReviewer({
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
 const app = buildWebhookApp({ logger, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
-await app.listen({ host: '127.0.0.1', port: 0 })
+await app.listen({ host: '127.0.0.1', port: Number(port ?? 0) })
 const address = app.server.address()
 process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 })
 process.on('message', (message) => {
+  if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() })
   if (message === 'memory') {
     // What the server holds, not what it has yet to collect (run with --expose-gc).
     ;(globalThis as { gc?: () => void }).gc?.()
