@@ -1,9 +1,9 @@
 // `servicecidr-guard serve`: the admission webhook.
 
 import { Command, InvalidArgumentError, Option } from 'commander'
-import { pino } from 'pino'
 import { loadKubeConfig } from '../cluster/kube.ts'
 import { serve } from '../server/serve.ts'
+import { serverLogger } from './logger.ts'
 
 function port(value: string): number {
   const parsed = Number(value)
@@ -50,7 +50,7 @@ export function serveCommand(): Command {
     .option('--reservation-ttl <seconds>', 'how long an admitted CREATE counts for overlap checks before the watch shows it', seconds, 30)
     .option('--stale-after <seconds>', 'how long the cache may go without a working watch before reviews that need it fail closed', seconds, 30)
     .action(async (flags: Flags) => {
-      const logger = pino({ level: flags.logLevel, base: { service: 'servicecidr-guard' } })
+      const { logger, close } = serverLogger(flags.logLevel)
       const running = await serve({
         policyPath: flags.policy,
         certPath: flags.tlsCert,
@@ -73,5 +73,6 @@ export function serveCommand(): Command {
         process.once('SIGTERM', stop)
         process.once('SIGINT', stop)
       })
+      close()
     })
 }
