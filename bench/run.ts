@@ -6,20 +6,26 @@
 //     the server in another (bench/server.ts)
 //  4. side by side, same load generator and connections (8 and 32): the webhook app against an
 //     empty fastify HTTPS handler that parses the same AdmissionReview and answers allowed
-//     (bench/empty-server.ts); two rounds each, alternating, and the ratios
+//     (bench/empty-server.ts), and with --baseline REF the webhook app of that commit too (run by
+//     this bench/server.ts over that commit's src); three rounds each, alternating, and the ratios
+//
+//   npm run bench [-- --baseline REF]
 //
 // BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
-// (first of two) the servers' ports (default: any free ones).
+// (first of three) the servers' ports (default: any free ones).
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { parseArgs } from 'node:util'
 import { parsePolicy } from '../src/config/policy.ts'
 import { timeDecisions } from './decide.ts'
 import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
 import { load, type LoadResult } from './load.ts'
+import { checkoutOf, deploymentNodeOptions, repo } from './replica.ts'
 
+const { values: flags } = parseArgs({ options: { baseline: { type: 'string' } } })
 const seconds = Number(process.env['BENCH_SECONDS'] ?? 10)
 const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 8)
 const ipCount = 100_000
@@ -68,6 +74,7 @@ const stopped = async (child: ChildProcess): Promise<void> => {
   await new Promise((resolve) => child.once('exit', resolve))
 }
 const basePort = process.env['BENCH_PORT']
+const children: ChildProcess[] = []
 try {
   const cert = join(dir, 'tls.crt')
   const key = join(dir, 'tls.key')
@@ -75,10 +82,24 @@ try {
     '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
   // BENCH_NODE_ARGS: extra node flags for the webhook server, e.g. --cpu-prof --cpu-prof-dir=DIR.
   const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')
-  const server = fork(join(here, 'server.ts'), [cert, key, String(ipCount), basePort ?? '0'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--expose-gc', ...nodeArgs] })
-  const empty = fork(join(here, 'empty-server.ts'), [cert, key, basePort === undefined ? '0' : String(Number(basePort) + 1)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
-  const [port, emptyPort] = await Promise.all([started(server), started(empty)])
-  const origin = `https://127.0.0.1:${port}`
+  const port = (offset: number): string => (basePort === undefined ? '0' : String(Number(basePort) + offset))
+  // Every server runs with its build's Deployment NODE_OPTIONS (heap sizes), as a replica does.
+  const forkServer = (checkout: string, script: string, args: string[], execArgv: string[] = []): ChildProcess => {
+    const child = fork(join(checkout, 'bench', script), [cert, key, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: { ...process.env, NODE_OPTIONS: deploymentNodeOptions(checkout) } })
+    children.push(child)
+    return child
+  }
+  const server = forkServer(repo, 'server.ts', [String(ipCount), port(0)], ['--expose-gc', ...nodeArgs])
+  const empty = forkServer(repo, 'empty-server.ts', [port(1)])
+  let baseline: ChildProcess | undefined
+  if (flags.baseline !== undefined) {
+    // That commit's src under this harness: the same bench/server.ts and fixtures, copied in.
+    const checkout = checkoutOf(flags.baseline, dir)
+    for (const file of ['server.ts', 'fixtures.ts']) copyFileSync(join(here, file), join(checkout, 'bench', file))
+    baseline = forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])
+  }
+  const [webhookPort, emptyPort, baselinePort] = await Promise.all([started(server), started(empty), baseline === undefined ? 0 : started(baseline)])
+  const origin = `https://127.0.0.1:${webhookPort}`
   const ca = readFileSync(cert, 'utf8')
   console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
   let index = 0
@@ -89,37 +110,47 @@ try {
     console.log(`  ${name.padEnd(42)} ${result.perSecond.toFixed(0).padStart(9)} ${result.p50ms.toFixed(2).padStart(8)} ${result.p99ms.toFixed(2).padStart(8)} ${result.maxms.toFixed(1).padStart(8)} ${String(result.errors).padStart(8)}   ${result.allowed} allowed, ${result.denied} denied`)
   }
 
-  // 4. Side by side with the empty handler.
+  // 4. Side by side with the empty handler (and the baseline's webhook).
   const { createAllowed } = scenarios
   const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
-  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; two rounds each, alternating, ${seconds} s a round`)
-  console.log('  connections   empty reviews/s   p99 ms   CPU µs   webhook reviews/s   p99 ms   CPU µs   throughput   p99     CPU per review')
+  const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server]]
+  if (baseline !== undefined) targets.push([`baseline ${flags.baseline ?? ''}`, `https://127.0.0.1:${baselinePort}`, baseline])
+  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; three rounds each, alternating, ${seconds} s a round`)
+  console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
   for (const count of [8, 32]) {
-    const rounds: { empty: { result: LoadResult, cpu: number }[], webhook: { result: LoadResult, cpu: number }[] } = { empty: [], webhook: [] }
-    for (let round = 0; round < 2; round++) {
-      for (const [which, target, child] of [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server]] as const) {
+    const runs = new Map<string, { result: LoadResult, cpu: number }[]>(targets.map(([name]) => [name, []]))
+    for (let round = 0; round < 3; round++) {
+      for (const [name, target, child] of targets) {
         await load(target, body, count, Math.min(2, seconds), ca)
         const before = await cpuOf(child)
         const result = await load(target, body, count, seconds, ca)
         const cpu = (await cpuOf(child)) - before
-        if (result.errors > 0 || result.allowed !== result.requests) throw new Error(`${which}: ${result.errors} errors, ${result.allowed} of ${result.requests} allowed`)
-        rounds[which].push({ result, cpu: cpu / result.requests })
+        if (result.errors > 0 || result.allowed !== result.requests) throw new Error(`${name}: ${result.errors} errors, ${result.allowed} of ${result.requests} allowed`)
+        runs.get(name)?.push({ result, cpu: cpu / result.requests })
       }
     }
-    const mean = (runs: { result: LoadResult, cpu: number }[], pick: (run: { result: LoadResult, cpu: number }) => number): number => runs.reduce((sum, run) => sum + pick(run), 0) / runs.length
-    const [emptyRate, webhookRate] = [mean(rounds.empty, (run) => run.result.perSecond), mean(rounds.webhook, (run) => run.result.perSecond)]
-    const [emptyP99, webhookP99] = [mean(rounds.empty, (run) => run.result.p99ms), mean(rounds.webhook, (run) => run.result.p99ms)]
-    const [emptyCPU, webhookCPU] = [mean(rounds.empty, (run) => run.cpu), mean(rounds.webhook, (run) => run.cpu)]
-    console.log(`  ${String(count).padStart(11)} ${emptyRate.toFixed(0).padStart(17)} ${emptyP99.toFixed(2).padStart(8)} ${emptyCPU.toFixed(0).padStart(8)} ${webhookRate.toFixed(0).padStart(19)} ${webhookP99.toFixed(2).padStart(8)} ${webhookCPU.toFixed(0).padStart(8)} ${(webhookRate / emptyRate).toFixed(2).padStart(11)}x ${(webhookP99 / emptyP99).toFixed(2).padStart(6)}x ${(webhookCPU / emptyCPU).toFixed(2).padStart(9)}x`)
+    const mean = (name: string, pick: (run: { result: LoadResult, cpu: number }) => number): number => {
+      const list = runs.get(name) ?? []
+      return list.reduce((sum, run) => sum + pick(run), 0) / list.length
+    }
+    const rate = (name: string): number => mean(name, (run) => run.result.perSecond)
+    const p99 = (name: string): number => mean(name, (run) => run.result.p99ms)
+    const cpu = (name: string): number => mean(name, (run) => run.cpu)
+    for (const [name] of targets) {
+      const versus = name === 'empty' ? '' : `${(rate(name) / rate('empty')).toFixed(2).padStart(20)}x ${(p99(name) / p99('empty')).toFixed(2).padStart(6)}x ${(cpu(name) / cpu('empty')).toFixed(2).padStart(6)}x`
+      console.log(`  ${name.padEnd(24)} ${String(count).padStart(11)} ${rate(name).toFixed(0).padStart(11)} ${p99(name).toFixed(2).padStart(8)} ${cpu(name).toFixed(0).padStart(17)} ${versus}`)
+    }
   }
-  console.log('  (ratios are webhook / empty; the goal is throughput >= 0.7x and p99 <= 1.3x. CPU µs: the server process\'s CPU time per review)')
+  console.log('  (the goal: the webhook at >= 0.7x the empty handler\'s throughput and <= 1.3x its p99. CPU µs: the server process\'s CPU time per review)')
 
   const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
     server.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
     server.send('memory')
   })
   console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
-  await Promise.all([stopped(server), stopped(empty)])
+  await Promise.all([stopped(server), stopped(empty), ...(baseline === undefined ? [] : [stopped(baseline)])])
 } finally {
+  // On a failure, no server is left running.
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill()
   rmSync(dir, { recursive: true, force: true })
 }

@@ -2,8 +2,8 @@
 // synthetic cluster, in its own process. Started by bench/run.ts, which sends it the load.
 
 import { readFileSync } from 'node:fs'
+import { pino, type Logger } from 'pino'
 import { createReviewer } from '../src/admission/reviewer.ts'
-import { serverLogger } from '../src/cli/logger.ts'
 import { parsePolicy } from '../src/config/policy.ts'
 import { buildWebhookApp } from '../src/server/app.ts'
 import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts'
@@ -13,8 +13,18 @@ import { benchPolicy, buildState } from './fixtures.ts'
 const [certPath, keyPath, ipCount, port] = process.argv.slice(2)
 const state = buildState(1000, Number(ipCount ?? 100_000))
 const policy = parsePolicy(benchPolicy, 'bench')
-// Decisions are logged as in production (src/cli/logger.ts), to /dev/null so the terminal is not the bottleneck.
-const { logger } = serverLogger('info', '/dev/null')
+// Decisions are logged as the build's own serve command logs them, to /dev/null so the terminal is
+// not the bottleneck: src/cli/logger.ts, or pino's default destination in builds from before it
+// (bench/run.ts runs this file over an older checkout for --baseline).
+async function buildLogger(): Promise<Logger> {
+  try {
+    const { serverLogger } = await import('../src/cli/logger.ts')
+    return serverLogger('info', '/dev/null').logger
+  } catch {
+    return pino({ level: 'info', base: { service: 'servicecidr-guard' } }, pino.destination({ dest: '/dev/null', sync: false }))
+  }
+}
+const logger = await buildLogger()
 const metrics = new Metrics({ state, synced: () => true, relists: () => 0 })
 const reviewer = createReviewer({
   policy: () => policy,
