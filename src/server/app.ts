@@ -6,7 +6,7 @@ import type { SecureContextOptions } from 'node:tls'
 import { errors } from '../admission/errors.ts'
 import { errorOutcome, type Outcome, type Reviewer } from '../admission/reviewer.ts'
 import { findUID } from '../admission/review.ts'
-import { InFlightBudget, LimitError, guardRequests, healthLimits, serverOptions, webhookLimits, type Limits } from './limits.ts'
+import { InFlightBudget, LargeBodyRate, LimitError, guardRequests, healthLimits, serverOptions, webhookLimits, type Limits } from './limits.ts'
 import type { Metrics } from './metrics.ts'
 
 export interface Readiness {
@@ -87,7 +87,7 @@ function limitedApp(options: AppOptions, limits: Limits, https: SecureContextOpt
     ...(https === undefined ? { http } : { https: { ...https, ...http, ...tls } }),
   })
   app.server.maxConnections = limits.maxConnections
-  guardRequests(app, new InFlightBudget(limits))
+  guardRequests(app, new InFlightBudget(limits), new LargeBodyRate(limits))
   return app
 }
 

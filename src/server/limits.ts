@@ -20,6 +20,12 @@ export interface Limits {
   readonly smallBodyBytes: number
   /** Every request is charged this much before its body: its headers (up to Node's 16 KiB) and the objects built for it. */
   readonly requestBytes: number
+  /**
+   * Bytes a second that bodies over smallBodyBytes may bring in, over all connections, with a
+   * burst of one largest body: what bounds the CPU a flood of large bodies takes from the reviews
+   * that matter (reading a body costs time in proportion to its size).
+   */
+  readonly largeBytesPerSecond: number
   /** Open connections; a new one beyond this is closed at once (net.Server#maxConnections). */
   readonly maxConnections: number
   /** Time to finish the TLS handshake. */
@@ -50,6 +56,8 @@ export const webhookLimits: Limits = {
   reservedBytes: 4 * MiB,
   smallBodyBytes: 64 * KiB,
   requestBytes: 16 * KiB,
+  // No real ServiceCIDR or Service review is over 64 KiB; one of the largest every 1.5 s is plenty.
+  largeBytesPerSecond: 4 * MiB,
   maxConnections: 1500,
   handshakeTimeoutMs: 5_000,
   headersTimeoutMs: 5_000,
@@ -104,6 +112,30 @@ export class InFlightBudget {
   }
 }
 
+/** A token bucket for the bytes of large bodies: largeBytesPerSecond, up to one largest body at once. */
+export class LargeBodyRate {
+  private readonly limits: Limits
+  private readonly now: () => number
+  private tokens: number
+  private at: number
+
+  constructor(limits: Limits, now: () => number = () => performance.now()) {
+    this.limits = limits
+    this.now = now
+    this.tokens = limits.bodyBytes
+    this.at = now()
+  }
+
+  take(bytes: number): boolean {
+    const now = this.now()
+    this.tokens = Math.min(this.limits.bodyBytes, this.tokens + ((now - this.at) / 1000) * this.limits.largeBytesPerSecond)
+    this.at = now
+    if (bytes > this.tokens) return false
+    this.tokens -= bytes
+    return true
+  }
+}
+
 /** A refusal before or while a body is read, with the stable code the error handler answers with; the message is the detail. */
 export class LimitError extends Error {
   readonly code: 'SCG_BODY_TOO_LARGE' | 'SCG_OVERLOADED'
@@ -146,10 +178,11 @@ function declaredLength(request: FastifyRequest): number | undefined {
  * Charges every request to the budget from its first hook until its response is closed (sent, or
  * the connection gone): whatever the handler awaits, its body stays counted. A body is charged as
  * its bytes arrive, not as announced, so a client announcing much and sending little holds little;
- * one announcing more than the budget has left is refused before a byte of it is read. The JSON
- * body is handed on as the raw bytes: src/admission/review.ts reads only what it needs of them.
+ * one announcing more than the budget has left, or a large one beyond the large-body rate, is
+ * refused before a byte of it is read. The JSON body is handed on as the raw bytes:
+ * src/admission/review.ts reads only what it needs of them.
  */
-export function guardRequests(app: FastifyInstance, budget: InFlightBudget): void {
+export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate: LargeBodyRate): void {
   const { limits } = budget
   const held = new WeakMap<FastifyRequest, { bytes: number }>()
 
@@ -161,8 +194,14 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget): voi
       return
     }
     const large = declared !== undefined && declared > limits.smallBodyBytes
-    if ((declared !== undefined && declared + limits.requestBytes > budget.available(large)) || !budget.take(limits.requestBytes, large)) {
+    const fits = declared === undefined || declared + limits.requestBytes <= budget.available(large)
+    if (!fits || !budget.take(limits.requestBytes, large)) {
       reply.send(new LimitError('SCG_OVERLOADED', declared === undefined ? '' : `content-length ${declared}`))
+      return
+    }
+    if (large && !rate.take(declared)) {
+      budget.give(limits.requestBytes)
+      reply.send(new LimitError('SCG_OVERLOADED', `content-length ${declared}, over the rate for large bodies`))
       return
     }
     const charge = { bytes: limits.requestBytes }
@@ -193,7 +232,9 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget): voi
         return
       }
       const large = (declared ?? received) > limits.smallBodyBytes
-      if (charge === undefined || !budget.take(chunk.length, large)) {
+      // An announced body paid its rate up front; one without content-length pays as it grows large.
+      const paid = declared !== undefined || !large || rate.take(Math.min(chunk.length, received - limits.smallBodyBytes))
+      if (charge === undefined || !paid || !budget.take(chunk.length, large)) {
         stop(new LimitError('SCG_OVERLOADED', `${received} bytes received`))
         return
       }

@@ -9,13 +9,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { PassThrough } from 'node:stream'
 import { connect as tlsConnect, type TLSSocket } from 'node:tls'
+import type { LightMyRequestResponse } from 'fastify'
 import { pino } from 'pino'
 import { createReviewer } from '../../../src/admission/reviewer.ts'
 import { parsePolicy } from '../../../src/config/policy.ts'
 import { ClusterState } from '../../../src/policy/state.ts'
 import { buildWebhookApp } from '../../../src/server/app.ts'
 import { secureContextOptions, checkKeyPair } from '../../../src/server/certificate.ts'
-import { InFlightBudget, webhookLimits, type Limits } from '../../../src/server/limits.ts'
+import { InFlightBudget, LargeBodyRate, webhookLimits, type Limits } from '../../../src/server/limits.ts'
 import { Metrics } from '../../../src/server/metrics.ts'
 
 const KiB = 1024
@@ -81,6 +82,31 @@ t.test('the in-flight budget keeps its reserve for small bodies', (t) => {
   budget.give(63 * KiB)
   t.equal(budget.inUse, 0)
   t.end()
+})
+
+t.test('large bodies are let in at largeBytesPerSecond, after a burst of one largest body', (t) => {
+  let now = 0
+  const rate = new LargeBodyRate({ ...webhookLimits, bodyBytes: 100 * KiB, largeBytesPerSecond: 10 * KiB }, () => now)
+  t.ok(rate.take(60 * KiB), 'the bucket starts full: one largest body at once')
+  t.notOk(rate.take(60 * KiB), '40 KiB left')
+  now = 2000
+  t.ok(rate.take(60 * KiB), 'two seconds later, 20 KiB more')
+  now = 1_000_000
+  t.ok(rate.take(100 * KiB), 'never more than one largest body saved up')
+  t.notOk(rate.take(1))
+  t.end()
+})
+
+t.test('a large body over the rate is refused with 429 before it is read; small ones are not rated', async (t) => {
+  const server = app({ ...small, bodyBytes: 40 * KiB, largeBytesPerSecond: 1 * KiB })
+  const post = (uid: string, bytes: number): Promise<LightMyRequestResponse> => server.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload: review(uid, bytes) })
+  t.same((await post('first', 20 * KiB)).json(), allowed('first'))
+  t.same((await post('second', 19 * KiB)).json(), allowed('second'))
+  const third = await post('third', 20 * KiB)
+  t.equal(third.statusCode, 429)
+  t.same(third.json(), overloaded(`content-length ${20 * KiB}, over the rate for large bodies`))
+  t.same((await post('small', 4 * KiB)).json(), allowed('small'))
+  t.same((await post('another small', 4 * KiB)).json(), allowed('another small'))
 })
 
 t.test('a body the budget cannot hold is refused with 429 before it is read; a small review still passes', async (t) => {
