@@ -172,6 +172,10 @@ function breach(policy: Policy, state: ClusterState, name: string, cidrs: readon
 
 // --- The runs ----------------------------------------------------------------------------------
 
+// 12,000 reviews take 8-30 s, depending on what else the machine runs: more than tap's default 30 s
+// allows a file on a busy 2-core machine.
+t.setTimeout(120_000)
+
 interface Counts { reviews: number, decided: number, refused: number, admittedCreates: number, throughApp: number }
 
 t.test('12,000 generated reviews through decode and decide', async (t) => {
