@@ -1,13 +1,14 @@
-# syntax=docker/dockerfile:1
-#
 # servicecidr-guard: the webhook server on Node.js 24 LTS.
 #
 #   docker build -t servicecidr-guard:dev .        (or: make image IMG=...)
 #
 # Three stages: `build` compiles TypeScript with the dev dependencies, `prod-deps` installs the
 # production dependencies alone, and the runtime image gets only dist/, those node_modules and
-# package.json. hack/verify-image-contents.sh repeats these steps without Docker and starts the
-# result; keep the two in step.
+# package.json. `make image-verify` runs the built image (hack/images/verify.sh).
+#
+# Needs BuildKit (`RUN --mount=type=cache`; any Docker from 23.0, or DOCKER_BUILDKIT=1). There is no
+# `# syntax=` line on purpose: BuildKit's built-in Dockerfile frontend has every feature used here,
+# and a syntax line would make each build fetch the frontend image from a registry.
 #
 # Base images, pinned by tag (this file was written where no registry could be queried for digests;
 # pin @sha256 digests in your build pipeline, e.g. with Renovate, for reproducible images):

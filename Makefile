@@ -3,17 +3,21 @@
 
 # Pinned versions: Kubernetes for the local control plane (DEFAULT_KUBE_VERSION, BETA_KUBE_VERSION)
 # and kind, its node images and cert-manager for the kind e2e run (DEFAULT_KIND_*,
-# DEFAULT_CERT_MANAGER_VERSION). Kept in env files that the hack/ scripts read too.
+# DEFAULT_CERT_MANAGER_VERSION). Kept in hack/versions.env, which the hack/ scripts read too.
 include hack/versions.env
-include hack/kind-versions.env
 PROMTOOL_VERSION ?= v0.316.0
 
 # Kubernetes version for local-up and e2e-local.
 KUBE_VERSION ?= $(DEFAULT_KUBE_VERSION)
-# Passed to hack/local-up.sh when set: the policy file and the service range of the local cluster.
+# Passed to hack/local/up.sh when set: the policy file, the service range of the local cluster,
+# WEBHOOK=image to run the webhook from the image IMG instead of local processes, how many webhook
+# replicas run behind the round robin, and whether they share reservations (1, 0).
 POLICY ?=
 SERVICE_CIDR ?=
-# Where hack/local-up.sh keeps the local control plane's state (its env file names KUBECONFIG).
+WEBHOOK ?=
+WEBHOOK_REPLICAS ?=
+SHARED_RESERVATION ?=
+# Where hack/local/up.sh keeps the local control plane's state (its env file names KUBECONFIG).
 LOCAL_DIR ?= $(CURDIR)/.local
 
 # The image: name and tag for `make image`; set it for `make deploy` to run the image you pushed.
@@ -26,9 +30,9 @@ OVERLAY ?= gke
 OVERLAYS ?= $(notdir $(patsubst %/,%,$(wildcard config/overlays/*/)))
 MANIFESTS_DIR ?= $(CURDIR)/_output/manifests
 
-# kubectl: the one hack/build-control-plane.sh built for DEFAULT_KUBE_VERSION if it is cached (its
+# kubectl: the one hack/control-plane/build.sh built for DEFAULT_KUBE_VERSION if it is cached (its
 # kustomize is the one the manifests are checked with), else the kubectl on PATH.
-KUBECTL ?= $(shell hack/find-kubectl.sh 2>/dev/null || echo kubectl)
+KUBECTL ?= $(shell hack/control-plane/find-kubectl.sh 2>/dev/null || echo kubectl)
 # Tools built from the Go module proxy, cached per version outside the repository.
 TOOLS_DIR ?= $(or $(SCG_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/servicecidr-guard)/tools
 KIND_VERSION ?= $(DEFAULT_KIND_VERSION)
@@ -50,8 +54,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: install
-install: ## Everything `make test` needs: missing Debian packages, npm ci, the control plane for KUBE_VERSION (cached).
-	KUBE_VERSION=$(KUBE_VERSION) hack/install-deps.sh
+install: ## Everything `make test` and the image need: Debian packages, npm ci, the control plane (cached), a container engine.
+	KUBE_VERSION=$(KUBE_VERSION) hack/install.sh
+	$(MAKE) container-engine
 
 .PHONY: build
 build: ## Compile TypeScript into dist/.
@@ -62,12 +67,18 @@ typecheck: ## Type-check src, test, bench and hack (tsc --noEmit).
 	npm run typecheck
 
 .PHONY: lint
-lint: ## Lint with eslint.
+lint: ## Lint TypeScript (eslint) and every hack/ script (shellcheck).
 	npm run lint
+	$(MAKE) lint-shell
+
+.PHONY: lint-shell
+lint-shell: ## shellcheck every bash script under hack/ and .ci/.
+	shellcheck -x -P SCRIPTDIR $$(grep -rlE '^#!/usr/bin/env bash|^# shellcheck shell=bash' hack .ci)
 
 .PHONY: test
-test: ## The suite CI runs: type check, lint, unit tests, then the e2e suite on a local control plane.
+test: ## The suite CI runs: type check, lint (eslint, shellcheck), unit tests, then the e2e suite on a local control plane.
 	npm test
+	$(MAKE) lint-shell
 	$(MAKE) e2e-local
 
 .PHONY: test-unit
@@ -82,17 +93,18 @@ bench: ## Run the benchmarks (prints figures; see docs/benchmarks.md).
 
 .PHONY: control-plane
 control-plane: ## Build (or find cached) kube-apiserver, kube-controller-manager, kubectl and etcd for KUBE_VERSION.
-	KUBE_VERSION=$(KUBE_VERSION) hack/build-control-plane.sh
+	KUBE_VERSION=$(KUBE_VERSION) hack/control-plane/build.sh
 
 .PHONY: local-up
-local-up: ## Start etcd, kube-apiserver, kube-controller-manager and the webhook locally (KUBE_VERSION, POLICY, SERVICE_CIDR).
+local-up: ## Start etcd, kube-apiserver, kube-controller-manager and the webhook replicas locally (KUBE_VERSION, POLICY, SERVICE_CIDR, WEBHOOK_REPLICAS, SHARED_RESERVATION).
 	KUBE_VERSION=$(KUBE_VERSION) LOCAL_DIR=$(LOCAL_DIR) \
 	  $(if $(POLICY),POLICY=$(POLICY)) $(if $(SERVICE_CIDR),SERVICE_CIDR=$(SERVICE_CIDR)) \
-	  hack/local-up.sh
+	  $(if $(WEBHOOK_REPLICAS),WEBHOOK_REPLICAS=$(WEBHOOK_REPLICAS)) $(if $(SHARED_RESERVATION),SHARED_RESERVATION=$(SHARED_RESERVATION)) \
+	  $(if $(WEBHOOK),WEBHOOK=$(WEBHOOK) WEBHOOK_IMAGE=$(IMG)) hack/local/up.sh
 
 .PHONY: local-down
 local-down: ## Stop the local control plane.
-	LOCAL_DIR=$(LOCAL_DIR) hack/local-down.sh
+	LOCAL_DIR=$(LOCAL_DIR) hack/local/down.sh
 
 ##@ E2E
 
@@ -118,9 +130,19 @@ e2e: ## Run the e2e suite against the running local-up, or any cluster: make e2e
 	@$(call run-e2e,any)
 
 .PHONY: e2e-local
-e2e-local: ## local-up, e2e, local-down (always), with phase times (hack/e2e-local.sh; POLICY, E2E_REQUIRE).
+e2e-local: ## local-up, e2e, local-down (always), with phase times (hack/local/e2e.sh; POLICY, E2E_REQUIRE, WEBHOOK=image, WEBHOOK_REPLICAS, SHARED_RESERVATION).
 	KUBE_VERSION=$(KUBE_VERSION) LOCAL_DIR=$(LOCAL_DIR) $(if $(POLICY),POLICY=$(POLICY)) \
-	  $(if $(E2E_REQUIRE),E2E_REQUIRE=$(E2E_REQUIRE)) hack/e2e-local.sh
+	  $(if $(E2E_REQUIRE),E2E_REQUIRE=$(E2E_REQUIRE)) $(if $(WEBHOOK),WEBHOOK=$(WEBHOOK) WEBHOOK_IMAGE=$(IMG)) \
+	  $(if $(WEBHOOK_REPLICAS),WEBHOOK_REPLICAS=$(WEBHOOK_REPLICAS)) \
+	  $(if $(SHARED_RESERVATION),SHARED_RESERVATION=$(SHARED_RESERVATION)) hack/local/e2e.sh
+
+.PHONY: e2e-image
+e2e-image: image ## Build the image IMG, then e2e-local with the webhook replicas running from it (WEBHOOK=image).
+	$(MAKE) e2e-local WEBHOOK=image IMG=$(IMG)
+
+.PHONY: e2e-race-off
+e2e-race-off: ## e2e-local with the replicas' shared reservation off: 09-replicas must then find overlapping ranges admitted twice.
+	$(MAKE) e2e-local SHARED_RESERVATION=0 E2E_SUMMARY=$(or $(E2E_SUMMARY),.e2e/summary-race-off.json)
 
 .PHONY: e2e-beta
 e2e-beta: ## e2e-local on BETA_KUBE_VERSION; fails unless networking.k8s.io/v1beta1 was covered.
@@ -128,11 +150,11 @@ e2e-beta: ## e2e-local on BETA_KUBE_VERSION; fails unless networking.k8s.io/v1be
 
 .PHONY: e2e-kind
 e2e-kind: ## Run the e2e suite on kind with the real image and manifests (needs Docker; KEEP_CLUSTER=1 keeps it).
-	KUBECTL=$(KUBECTL) TOOLS_DIR=$(TOOLS_DIR) CONTAINER_TOOL=$(CONTAINER_TOOL) KIND_VARIANT=v1 hack/e2e-kind.sh
+	KUBECTL=$(KUBECTL) TOOLS_DIR=$(TOOLS_DIR) CONTAINER_TOOL=$(CONTAINER_TOOL) KIND_VARIANT=v1 hack/kind/e2e.sh
 
 .PHONY: e2e-kind-beta
 e2e-kind-beta: ## e2e-kind on Kubernetes 1.32 with the v1beta1 API behind its feature gate.
-	KUBECTL=$(KUBECTL) TOOLS_DIR=$(TOOLS_DIR) CONTAINER_TOOL=$(CONTAINER_TOOL) KIND_VARIANT=v1beta1 hack/e2e-kind.sh
+	KUBECTL=$(KUBECTL) TOOLS_DIR=$(TOOLS_DIR) CONTAINER_TOOL=$(CONTAINER_TOOL) KIND_VARIANT=v1beta1 hack/kind/e2e.sh
 
 ##@ Deployment
 
@@ -141,22 +163,36 @@ manifests: ## Render every overlay into MANIFESTS_DIR/OVERLAY.yaml (IMG=... sets
 	@mkdir -p $(MANIFESTS_DIR)
 	@for overlay in $(OVERLAYS); do \
 	  img=$(if $(filter command line,$(origin IMG)),$(IMG)); [[ $$overlay != kind ]] || img=; \
-	  KUBECTL=$(KUBECTL) IMG=$$img hack/render-overlay.sh $$overlay > $(MANIFESTS_DIR)/$$overlay.yaml; \
+	  KUBECTL=$(KUBECTL) IMG=$$img hack/manifests/render.sh $$overlay > $(MANIFESTS_DIR)/$$overlay.yaml; \
 	  echo "$(MANIFESTS_DIR)/$$overlay.yaml: $$(grep -c '^kind:' $(MANIFESTS_DIR)/$$overlay.yaml) objects"; \
 	done
 
 .PHONY: validate-manifests
 validate-manifests: ## Build every kustomization and check security, RBAC, webhook and wiring (offline).
-	KUBECTL=$(KUBECTL) $(if $(wildcard $(PROMTOOL)),PROMTOOL=$(PROMTOOL)) hack/validate-manifests.sh
+	KUBECTL=$(KUBECTL) $(if $(wildcard $(PROMTOOL)),PROMTOOL=$(PROMTOOL)) hack/manifests/validate.sh
+
+##@ Containers
+
+.PHONY: container-engine
+container-engine: ## Make sure a Docker engine answers: install docker.io, start dockerd (with a runc shim where needed), buildx.
+	hack/containers/engine.sh up
+	hack/containers/buildx.sh
+
+.PHONY: container-engine-down
+container-engine-down: ## Stop the dockerd that container-engine started (never another one).
+	hack/containers/engine.sh down
 
 .PHONY: image
-image: ## Build the container image IMG.
-	$(CONTAINER_TOOL) build -t $(IMG) --build-arg VERSION=$(VERSION) \
-	  --build-arg REVISION=$$(git rev-parse HEAD 2>/dev/null || echo unknown) .
+image: ## Build the image IMG (BASE_IMAGES=auto|upstream|local; local: bases built from Debian packages).
+	IMG=$(IMG) hack/images/build.sh
+
+.PHONY: image-bases
+image-bases: ## Build the local stand-ins for the Dockerfile's base images (cached by version).
+	hack/images/bases.sh
 
 .PHONY: image-verify
-image-verify: ## Check the image's contents without Docker: production tree, size, server start (KUBECONFIG optional).
-	hack/verify-image-contents.sh
+image-verify: ## Run the image IMG as the Deployment does against a local control plane: user, read-only, /readyz, a review, SIGTERM.
+	IMG=$(IMG) hack/images/verify.sh
 
 .PHONY: deploy
 deploy: ## Install config/overlays/OVERLAY into the current kubectl context (needs cert-manager; IMG=... sets the image).
@@ -164,13 +200,13 @@ deploy: ## Install config/overlays/OVERLAY into the current kubectl context (nee
 	  echo "deploy: cert-manager is not installed in $$($(KUBECTL) config current-context). Install it first:" >&2; \
 	  echo "  $(KUBECTL) apply -f https://github.com/cert-manager/cert-manager/releases/download/$(DEFAULT_CERT_MANAGER_VERSION)/cert-manager.yaml" >&2; \
 	  exit 1; }
-	KUBECTL=$(KUBECTL) $(if $(filter command line,$(origin IMG)),IMG=$(IMG)) hack/render-overlay.sh $(OVERLAY) | $(KUBECTL) apply -f -
+	KUBECTL=$(KUBECTL) $(if $(filter command line,$(origin IMG)),IMG=$(IMG)) hack/manifests/render.sh $(OVERLAY) | $(KUBECTL) apply -f -
 	$(KUBECTL) -n servicecidr-guard-system rollout status deployment/servicecidr-guard --timeout=300s
 
 .PHONY: undeploy
 undeploy: ## Remove config/overlays/OVERLAY from the current kubectl context, webhook registration first.
 	$(KUBECTL) delete validatingwebhookconfiguration servicecidr-guard --ignore-not-found
-	KUBECTL=$(KUBECTL) hack/render-overlay.sh $(OVERLAY) | $(KUBECTL) delete --ignore-not-found -f -
+	KUBECTL=$(KUBECTL) hack/manifests/render.sh $(OVERLAY) | $(KUBECTL) delete --ignore-not-found -f -
 
 ##@ Tools
 

@@ -133,6 +133,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       rules: decision?.violations.map((violation) => violation.rule),
       warnings: decision?.warnings.length ? decision.warnings : undefined,
       dryRun: request?.dryRun,
+      reservation: outcome.reservation,
       durationMs: Math.round(seconds * 1e6) / 1e3,
     }
     if (outcome.error?.code === errors.overloaded.code || outcome.error?.code === errors.bodyTooLarge.code) refused(outcome.error.code)
@@ -165,7 +166,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       outcome = errorOutcome('', errors.emptyBody)
     } else {
       try {
-        outcome = reviewer(body)
+        outcome = await reviewer(body)
       } catch (error) {
         // A bug must not cost a decision: answer (refusing, with the uid) and keep serving.
         logger.error({ err: error }, 'review failed')

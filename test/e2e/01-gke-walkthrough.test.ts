@@ -49,7 +49,7 @@ await file.spec('the default range fills up, then Service creation fails with "r
   const free = usable - used
   t.comment(`default range ${range.text}: ${usable} usable, ${used} held by IPAddresses already, ${free} free`)
   if (free > maxFill) {
-    t.fail(`the default range ${range.text} has ${free} free addresses; the walkthrough needs a small one (/28, as hack/local-up.sh and hack/kind-config.yaml set)`)
+    t.fail(`the default range ${range.text} has ${free} free addresses; the walkthrough needs a small one (/28, as hack/local/up.sh and hack/kind/config.yaml set)`)
     return
   }
   for (let i = 1; i <= free; i++) {

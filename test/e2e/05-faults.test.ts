@@ -1,4 +1,4 @@
-// Faults, through the harness (local: processes restarted with hack/local-ctl.sh; kind: the apiserver
+// Faults, through the harness (local: processes restarted with hack/local/ctl.sh; kind: the apiserver
 // container and the webhook Deployment):
 // (a) kube-apiserver restarts under a running webhook: the webhook's cache recovers and its decisions
 //     stay right for objects created after the restart.

@@ -54,7 +54,7 @@ if (served.includes('v1beta1')) {
     await cluster.waitServiceCIDRGone(name)
   })
 } else {
-  await file.skip('v1beta1: the same verdicts for networking.k8s.io/v1beta1', 'v1beta1', `this cluster does not serve networking.k8s.io/v1beta1 (served: ${served.join(', ') || 'none'}); KUBE_VERSION=v1.34.4 hack/e2e-local.sh covers it`)
+  await file.skip('v1beta1: the same verdicts for networking.k8s.io/v1beta1', 'v1beta1', `this cluster does not serve networking.k8s.io/v1beta1 (served: ${served.join(', ') || 'none'}); KUBE_VERSION=v1.34.4 hack/local/e2e.sh covers it`)
 }
 
 await finish(context)

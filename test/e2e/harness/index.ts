@@ -89,6 +89,10 @@ class SharedActions implements E2EHarness {
     return this.inner.webhookMetrics()
   }
 
+  sharedReservation(): Promise<boolean> {
+    return this.inner.sharedReservation()
+  }
+
   apiserverMetrics(): Promise<string> {
     return this.inner.cluster.metrics()
   }
@@ -103,7 +107,7 @@ export function target(): 'local' | 'kind' {
   if (chosen === 'local' || chosen === 'kind') return chosen
   if (chosen !== undefined && chosen !== '') throw new Error(`E2E_TARGET must be local or kind, not "${chosen}"`)
   if (existsSync(join(localDir(repoRoot), 'env'))) return 'local'
-  throw new Error(`no cluster to test: ${join(localDir(repoRoot), 'env')} does not exist (run hack/local-up.sh, or hack/e2e-local.sh), and E2E_TARGET is not set (kind: hack/e2e-kind.sh)`)
+  throw new Error(`no cluster to test: ${join(localDir(repoRoot), 'env')} does not exist (run hack/local/up.sh, or hack/local/e2e.sh), and E2E_TARGET is not set (kind: hack/kind/e2e.sh)`)
 }
 
 let opened: E2EHarness | undefined

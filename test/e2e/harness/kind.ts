@@ -1,4 +1,4 @@
-// A kind cluster with servicecidr-guard installed from config/overlays/kind (hack/e2e-kind.sh). The
+// A kind cluster with servicecidr-guard installed from config/overlays/kind (hack/kind/e2e.sh). The
 // webhook is a Deployment; kube-apiserver is a static Pod on the node container
 // "<cluster>-control-plane".
 //
@@ -17,8 +17,9 @@
 //   `kubectl rollout restart` and `rollout status`: a ConfigMap volume is refreshed by the kubelet
 //   only after up to a minute, a restart is deterministic.
 // - webhookReadiness / webhookMetrics: each Pod's health port through the apiserver's Pod proxy.
+// - sharedReservation: the Deployment's container arguments (--no-shared-reservation or not).
 //
-// This harness cannot run on the development machine (no container engine); hack/e2e-kind.sh runs it.
+// This harness cannot run on the development machine (no container engine); hack/kind/e2e.sh runs it.
 
 import { AppsV1Api, type V1Deployment } from '@kubernetes/client-node'
 import { execFile } from 'node:child_process'
@@ -46,7 +47,7 @@ export class KindHarness implements Harness {
 
   constructor() {
     const kubeconfig = process.env['KUBECONFIG']
-    if (!kubeconfig) throw new Error('E2E_TARGET=kind needs KUBECONFIG (hack/e2e-kind.sh sets it)')
+    if (!kubeconfig) throw new Error('E2E_TARGET=kind needs KUBECONFIG (hack/kind/e2e.sh sets it)')
     this.kubeconfigPath = kubeconfig.split(':')[0] ?? kubeconfig
     this.kubectl = process.env['KUBECTL'] ?? 'kubectl'
     this.clusterName = process.env['KIND_CLUSTER_NAME'] ?? 'servicecidr-guard-e2e'
@@ -159,6 +160,12 @@ export class KindHarness implements Harness {
       if (response.status !== 200) throw new Error(`metrics of Pod ${pod.name}: HTTP ${response.status}`)
       return response.text
     }))
+  }
+
+  async sharedReservation(): Promise<boolean> {
+    const current = await this.readDeployment()
+    const args = current.spec?.template.spec?.containers.find((container) => container.name === 'webhook')?.args ?? []
+    return !args.includes('--no-shared-reservation')
   }
 
   describe(): Record<string, string> {

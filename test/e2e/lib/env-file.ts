@@ -1,4 +1,4 @@
-// Reads the KEY=value file hack/local-up.sh writes ($LOCAL_DIR/env). Values are bare, or quoted the
+// Reads the KEY=value file hack/local/up.sh writes ($LOCAL_DIR/env). Values are bare, or quoted the
 // way bash's printf %q quotes (backslash escapes, or $'...' for control characters).
 
 import { readFileSync } from 'node:fs'

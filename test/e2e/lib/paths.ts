@@ -1,6 +1,6 @@
 // Where the suite keeps what outlives one spec process: the per-file results, metric snapshots taken
 // before a restart resets a component's counters, and the summary. Outside .local/, which
-// hack/local-down.sh removes.
+// hack/local/down.sh removes.
 
 import { join, resolve } from 'node:path'
 

@@ -193,7 +193,7 @@ t.test('12,000 generated reviews through decode and decide', async (t) => {
   const synced = fc.oneof({ weight: 9, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) })
   await fc.assert(fc.asyncProperty(policies, clusters, synced, bodies, fc.integer({ min: 0, max: 9 }), async (policy, state, synced, body, appShare) => {
     counts.reviews++
-    const port: ClusterPort = { view: () => (synced ? state : undefined), reserve: () => undefined }
+    const port: ClusterPort = { view: () => (synced ? state : undefined), reserve: () => undefined, release: () => undefined }
     const reviewer = createReviewer({ policy: () => policy, cluster: port })
     current = reviewer
     currentSynced = synced
@@ -207,7 +207,7 @@ t.test('12,000 generated reviews through decode and decide', async (t) => {
     if (reference.code === 'ok' && !isDeepStrictEqual(decoded, reference.decoded)) throw new Error(`decoded ${JSON.stringify(decoded)}, reference ${JSON.stringify(reference.decoded)}`)
 
     // Nothing throws; the answer echoes the uid.
-    const outcome = reviewer(body)
+    const outcome = await reviewer(body)
     if (outcome.review.response.uid !== reference.uid) throw new Error(`answer ${JSON.stringify(outcome.review)} does not echo uid ${JSON.stringify(reference.uid)}`)
     if (outcome.verdict === 'error') counts.refused++
     else counts.decided++

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Prints the manifests of config/overlays/OVERLAY, with the image set to IMG when IMG is given:
 #
-#   hack/render-overlay.sh gke                                  as committed
-#   IMG=registry.example.com/servicecidr-guard:v0.1.0 hack/render-overlay.sh gke
-#   IMG=registry.example.com/servicecidr-guard@sha256:... hack/render-overlay.sh gke
+#   hack/manifests/render.sh gke                                  as committed
+#   IMG=registry.example.com/servicecidr-guard:v0.1.0 hack/manifests/render.sh gke
+#   IMG=registry.example.com/servicecidr-guard@sha256:... hack/manifests/render.sh gke
 #
 # IMG is applied by a throwaway kustomization on top of the overlay (kustomize's `images:`), so no
 # committed file is edited. For a lasting setting, write your own overlay with an `images:` entry.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-overlay=${1:?usage: hack/render-overlay.sh OVERLAY}
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+overlay=${1:?usage: hack/manifests/render.sh OVERLAY}
 dir=$repo/config/overlays/$overlay
 [[ -f $dir/kustomization.yaml ]] || { echo "render-overlay: no overlay $dir" >&2; exit 1; }
-kubectl=$(KUBECTL=${KUBECTL:-} "$repo/hack/find-kubectl.sh")
+kubectl=$(KUBECTL=${KUBECTL:-} "$repo/hack/control-plane/find-kubectl.sh")
 
 if [[ -z ${IMG:-} ]]; then
   exec "$kubectl" kustomize "$dir"

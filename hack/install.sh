@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs on a Debian-like machine: Debian packages that are missing, the
 # npm dependencies exactly as locked, and the control plane built from Go modules (cached).
-# Safe to run again: each step is skipped when already done.
+# Safe to run again: each step is skipped when already done. `make install` then sets up the
+# container engine (hack/containers/engine.sh, hack/containers/buildx.sh).
+#
+#   hack/install.sh                  (make install)
+#   INSTALL_BETA=1 hack/install.sh   the BETA_KUBE_VERSION control plane too
+#
+# Needs: apt-get (and root or sudo) for missing packages, Go 1.26, npm.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,8 +15,10 @@ cd "$here/.."
 log() { printf '[install] %s\n' "$*" >&2; }
 
 # openssl: certificates for the local control plane and tests; jq, curl: the hack/ scripts;
-# iproute2 (ss): port checks in local-up; git, make: the build itself.
-packages=(openssl jq curl ca-certificates iproute2 git make)
+# iproute2 (ss): port checks in local-up; git, make: the build itself; shellcheck: make lint;
+# mmdebstrap: the local base images (hack/images/bases.sh); libcap2-bin (capsh): the container
+# engine's capability check.
+packages=(openssl jq curl ca-certificates iproute2 git make shellcheck mmdebstrap libcap2-bin)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
@@ -33,10 +41,10 @@ log "npm ci"
 npm ci --no-audit --no-fund
 
 log "control plane (cached per version)"
-hack/build-control-plane.sh "${KUBE_VERSION:-}" >/dev/null
+hack/control-plane/build.sh "${KUBE_VERSION:-}" >/dev/null
 if [[ ${INSTALL_BETA:-0} == 1 ]]; then
   # shellcheck source=versions.env
   source hack/versions.env
-  hack/build-control-plane.sh "$BETA_KUBE_VERSION" >/dev/null
+  hack/control-plane/build.sh "$BETA_KUBE_VERSION" >/dev/null
 fi
 log "done"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
-# Stops what hack/local-up.sh started, and only that: each PID recorded in $LOCAL_DIR/pids is signalled
+# Stops what hack/local/up.sh started, and only that: each PID recorded in $LOCAL_DIR/pids is signalled
 # only while it is still the same process (same start time, same executable). Then removes $LOCAL_DIR.
 #
-#   hack/local-down.sh                 stop and remove the state
-#   KEEP_STATE=1 hack/local-down.sh    stop, keep $LOCAL_DIR (logs, certificates, etcd data)
+#   hack/local/down.sh                 stop and remove the state
+#   KEEP_STATE=1 hack/local/down.sh    stop, keep $LOCAL_DIR (logs, certificates, etcd data)
 set -euo pipefail
 
 log_prefix=local-down
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib/local.sh
-source "$here/lib/local.sh"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 if [[ ! -d $LOCAL_DIR ]]; then
   log "nothing to stop: $LOCAL_DIR does not exist"

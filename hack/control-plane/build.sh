@@ -3,15 +3,15 @@
 # keyed by version, outside the repository. Release binaries cannot be downloaded on our CI machines;
 # the Go module proxy can be reached.
 #
-#   hack/build-control-plane.sh [KUBE_VERSION]      prints the directory holding the binaries
+#   hack/control-plane/build.sh [KUBE_VERSION]      prints the directory holding the binaries
 #
 # KUBE_VERSION defaults to $KUBE_VERSION, then to the version pinned in hack/versions.env.
 # The etcd version is the one Kubernetes itself pins (hack/lib/etcd.sh of that release).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=versions.env
-source "$here/versions.env"
+# shellcheck source=../versions.env
+source "$here/../versions.env"
 version=${1:-${KUBE_VERSION:-$DEFAULT_KUBE_VERSION}}
 cache_root=${SCG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/servicecidr-guard}
 out="$cache_root/control-plane/$version"
@@ -61,6 +61,7 @@ cmds=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller
   CGO_ENABLED=0 go build -trimpath -tags=selinux,notest -ldflags "$ldflags" -o "$out.partial/" "${cmds[@]}"
 )
 
+# shellcheck disable=SC2016 # a literal ${ETCD_VERSION:-...} is what the sed expression matches
 etcd_version=v$(sed -n 's/^ETCD_VERSION=\${ETCD_VERSION:-\([0-9.]*\)}$/\1/p' "$kube_dir/hack/lib/etcd.sh")
 [[ $etcd_version != v ]] || { log "could not read the etcd version from $kube_dir/hack/lib/etcd.sh"; exit 1; }
 mkdir -p "$work/etcd"

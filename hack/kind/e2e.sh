@@ -2,43 +2,43 @@
 # Runs the e2e suite against servicecidr-guard installed the way users install it: a kind cluster,
 # the image built from this tree, cert-manager, and `kubectl apply -k config/overlays/kind`.
 #
-#   hack/e2e-kind.sh                       (make e2e-kind)
-#   KIND_VARIANT=v1beta1 hack/e2e-kind.sh  Kubernetes 1.32, ServiceCIDR v1beta1 behind its gate
-#   KEEP_CLUSTER=1 hack/e2e-kind.sh        keep the cluster afterwards (a second run reuses it)
+#   hack/kind/e2e.sh                       (make e2e-kind)
+#   KIND_VARIANT=v1beta1 hack/kind/e2e.sh  Kubernetes 1.32, ServiceCIDR v1beta1 behind its gate
+#   KEEP_CLUSTER=1 hack/kind/e2e.sh        keep the cluster afterwards (a second run reuses it)
 #
 # Overrides: KIND_VERSION, KIND_NODE_IMAGE, CERT_MANAGER_VERSION, KIND_CLUSTER_NAME, KIND (a kind
 # binary), KUBECTL, CONTAINER_TOOL.
 #
 # Needs a running Docker engine, go (to build the pinned kind), npm (for the suite) and a kubectl
-# (hack/find-kubectl.sh). Everything fetched from outside is pinned in hack/kind-versions.env.
+# (hack/control-plane/find-kubectl.sh). Everything fetched from outside is pinned in hack/versions.env.
 #
-# Steps: create the cluster (hack/kind-config.yaml) -> docker build -t servicecidr-guard:e2e ->
+# Steps: create the cluster (hack/kind/config.yaml) -> docker build -t servicecidr-guard:e2e ->
 # kind load docker-image -> cert-manager (its release manifest) and wait for it -> apply -k
 # config/overlays/kind -> wait for the certificate, the CA injection and the rollout ->
 # `npm run test:e2e` with KUBECONFIG set to the cluster and E2E_TARGET=kind -> delete the cluster
 # (unless KEEP_CLUSTER=1). On failure, the webhook's state and logs are printed.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 
-# --- pins (hack/kind-versions.env) ----------------------------------------------------------------
+# --- pins (hack/versions.env) ----------------------------------------------------------------
 # KIND_VARIANT=v1 (default): Kubernetes 1.37, ServiceCIDR v1.
 # KIND_VARIANT=v1beta1: Kubernetes 1.32 with the kind release that built its node image, for
 #   networking.k8s.io/v1beta1 behind its feature gate.
-# shellcheck source=kind-versions.env
-source "$repo/hack/kind-versions.env"
+# shellcheck source=../versions.env
+source "$repo/hack/versions.env"
 variant=${KIND_VARIANT:-v1}
 case $variant in
   v1)
     kind_version=${KIND_VERSION:-$DEFAULT_KIND_VERSION}
     node_image=${KIND_NODE_IMAGE:-$DEFAULT_KIND_NODE_IMAGE}
-    kind_config=$repo/hack/kind-config.yaml
+    kind_config=$repo/hack/kind/config.yaml
     ;;
   v1beta1)
     kind_version=${KIND_VERSION:-$DEFAULT_KIND_BETA_VERSION}
     node_image=${KIND_NODE_IMAGE:-$DEFAULT_KIND_BETA_NODE_IMAGE}
-    kind_config=$repo/hack/kind-config-v1beta1.yaml
+    kind_config=$repo/hack/kind/config-v1beta1.yaml
     ;;
   *) echo "KIND_VARIANT must be v1 or v1beta1, got '$variant'" >&2; exit 1 ;;
 esac
@@ -60,7 +60,7 @@ if ! "$container_tool" info >/dev/null 2>&1; then
 fi
 command -v npm >/dev/null || die "npm is not installed"
 command -v jq >/dev/null || die "jq is not installed"
-kubectl=$(hack/find-kubectl.sh)
+kubectl=$(hack/control-plane/find-kubectl.sh)
 
 # kind, built from the Go module proxy at the pinned version and cached (make kind does the same).
 tools_dir=${TOOLS_DIR:-${SCG_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/servicecidr-guard}/tools}
