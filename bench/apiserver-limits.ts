@@ -1,6 +1,6 @@
 // What a real kube-apiserver sends a ServiceCIDR webhook at the limits, and what it does with our
 // refusals: the measurements behind maxReviewBytes (src/admission/review.ts) and the "Limits"
-// section of docs/deploy.md. Needs the local control plane (hack/local-up.sh, WEBHOOK=0); registers
+// section of docs/deploy.md. Needs the local control plane (hack/local/up.sh, WEBHOOK=0); registers
 // a capturing webhook of its own on loopback and removes it, and everything it created, at the end.
 //
 //   node bench/apiserver-limits.ts

@@ -16,7 +16,7 @@
 //
 // Environment: HOSTILE_SECONDS (default 20), FLOOD_CLIENTS, SLOW_CONNECTIONS, BENCH_PORT (first of
 // four ports; default: free ones), BENCH_KUBECONFIG (default: the local control plane's
-// kubeconfig when hack/local-up.sh is up, else one whose apiserver never answers, so that the
+// kubeconfig when hack/local/up.sh is up, else one whose apiserver never answers, so that the
 // replica stays unready and decides fail-closed).
 
 import { fork } from 'node:child_process'
@@ -26,7 +26,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { admissionReview } from './fixtures.ts'
-import { checkoutOf, freePort, mib, percentile, repo, selfSignedCertificate, startReplica, unreachableKubeconfig, waitFor, type Replica } from './replica.ts'
+import { checkoutOf, ensureBenchLease, freePort, mib, percentile, repo, selfSignedCertificate, startReplica, unreachableKubeconfig, waitFor, type Replica } from './replica.ts'
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { baseline: { type: 'string' }, shape: { type: 'string', default: 'labels' } } })
 const mode = positionals[0]
@@ -39,8 +39,11 @@ const reviewTimeoutMs = 5000
 
 const work = mkdtempSync(join(tmpdir(), 'scg-hostile-'))
 const tls = selfSignedCertificate(work)
-const localKubeconfig = join(process.env['LOCAL_DIR'] ?? join(repo, '.local'), 'kubeconfig')
+const local = process.env['LOCAL_DIR'] ?? join(repo, '.local')
+const localKubeconfig = join(local, 'kubeconfig')
 const kubeconfig = process.env['BENCH_KUBECONFIG'] ?? (existsSync(localKubeconfig) ? localKubeconfig : unreachableKubeconfig(work))
+// An admitted legitimate CREATE is recorded in the shared reservation Lease, through kube-apiserver.
+if (kubeconfig === localKubeconfig) ensureBenchLease(local)
 const policy = join(repo, 'config/policies/gke-beta.yaml')
 
 interface Legitimate { sent: number, answered: number, refused: Record<string, number>, failed: number, p50: number, p99: number, max: number }

@@ -41,6 +41,33 @@ export function checkoutOf(ref: string, dir: string): string {
   return root
 }
 
+/**
+ * The shared reservation Lease (issue 9) the bench's replicas record admitted ranges in: serve does
+ * so by default, and outside a Pod it must be told where the Lease is.
+ */
+export const benchLease = 'scg-bench/servicecidr-guard-reservations'
+
+/** Whether a checkout's serve records admitted ranges in a shared Lease (builds from before issue 9 do not). */
+function sharesReservations(checkout: string): boolean {
+  return existsSync(join(checkout, 'src/cluster/reservations.ts'))
+}
+
+/** Creates the namespace and the Lease of benchLease in the local control plane of `local` (LOCAL_DIR), if missing. */
+export function ensureBenchLease(local: string): void {
+  const kubectl = /^KUBECTL=(.*)$/m.exec(readFileSync(join(local, 'env'), 'utf8'))?.[1]
+  if (kubectl === undefined) throw new Error(`${local}/env names no KUBECTL`)
+  const [namespace, name] = benchLease.split('/')
+  const objects = {
+    apiVersion: 'v1',
+    kind: 'List',
+    items: [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
+      { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace }, spec: {} },
+    ],
+  }
+  execFileSync(kubectl, ['--kubeconfig', join(local, 'kubeconfig'), 'apply', '-f', '-'], { input: JSON.stringify(objects), stdio: ['pipe', 'ignore', 'inherit'] })
+}
+
 /** A self-signed serving certificate for 127.0.0.1 (EC P-256, as cert-manager issues by default here). */
 export function selfSignedCertificate(dir: string): { cert: string, key: string, ca: string } {
   const cert = join(dir, 'tls.crt')
@@ -117,6 +144,7 @@ export function startReplica(options: ReplicaOptions): Replica {
     '--policy', options.policy, '--tls-cert', options.cert, '--tls-key', options.key,
     '--host', '127.0.0.1', '--port', String(options.port), '--health-port', String(options.healthPort),
     '--kubeconfig', options.kubeconfig, '--log-level', 'info', '--shutdown-delay', '0', '--shutdown-timeout', '5',
+    ...(sharesReservations(options.checkout) ? ['--reservation-lease', benchLease] : []),
   ], { env: { ...process.env, NODE_OPTIONS: deploymentNodeOptions(options.checkout) }, stdio: ['ignore', log, log] })
   let exited = false
   const exit = new Promise<void>((resolve) => child.once('exit', () => { exited = true; resolve() }))

@@ -1,9 +1,10 @@
-// The server under load: the real webhook app (fastify, HTTPS, pino logging each decision) over a
-// synthetic cluster, in its own process. Started by bench/run.ts, which sends it the load.
+// The server under load: the real webhook app (fastify, HTTPS, pino logging each decision, admitted
+// ranges recorded in a shared reservation Lease held in memory) over a synthetic cluster, in its own
+// process. Started by bench/run.ts, which sends it the load.
 
 import { readFileSync } from 'node:fs'
 import { pino, type Logger } from 'pino'
-import { createReviewer } from '../src/admission/reviewer.ts'
+import { createReviewer, type ReservationPort } from '../src/admission/reviewer.ts'
 import { parsePolicy } from '../src/config/policy.ts'
 import { buildWebhookApp } from '../src/server/app.ts'
 import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts'
@@ -26,9 +27,23 @@ async function buildLogger(): Promise<Logger> {
 }
 const logger = await buildLogger()
 const metrics = new Metrics({ state, synced: () => true, relists: () => 0 })
+// An admitted CREATE is recorded in the shared reservation Lease, as serve does by default, but in
+// the unit tests' in-memory Lease (test/support/lease-store.ts): the review path's own work (queue,
+// recheck, the annotation written) without kube-apiserver's round trip, which is not the webhook's
+// CPU. Builds from before the shared Lease have no such step.
+async function buildReservations(): Promise<ReservationPort | undefined> {
+  try {
+    const { SharedReservations } = await import('../src/cluster/reservations.ts')
+    const { MemoryLeaseStore } = await import('../test/support/lease-store.ts')
+    return new SharedReservations({ store: new MemoryLeaseStore(), replica: 'bench', ttlMs: 10_000, deadlineMs: 3_000, log: logger, events: metrics.reservationEvents() })
+  } catch {
+    return undefined
+  }
+}
 const reviewer = createReviewer({
   policy: () => policy,
   cluster: { view: () => state, reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
+  reservations: await buildReservations(),
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
 const app = buildWebhookApp({ logger, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })

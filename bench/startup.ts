@@ -4,8 +4,8 @@
 //   npm run bench:startup -- [--baseline REF] [--runs 5] [--count 100000]
 //
 // Needs the local control plane with a Service range large enough for COUNT addresses, e.g.
-//   WEBHOOK=0 SERVICE_CIDR=10.96.0.0/14 hack/local-up.sh
-// It first tops the cluster up to COUNT IPAddresses (kept between runs; hack/local-down.sh removes
+//   WEBHOOK=0 SERVICE_CIDR=10.96.0.0/14 hack/local/up.sh
+// It first tops the cluster up to COUNT IPAddresses (kept between runs; hack/local/down.sh removes
 // everything), all inside the one large default ServiceCIDR. As a user would, that is creating
 // Services, is faithful but slow: kube-apiserver's ClusterIP allocator creates one IPAddress at a
 // time, about 50 a second on this machine, so 100,000 would take over half an hour. So the bench
@@ -27,7 +27,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
-import { checkoutOf, freePort, mib, percentile, repo, selfSignedCertificate, startReplica, waitFor } from './replica.ts'
+import { checkoutOf, ensureBenchLease, freePort, mib, percentile, repo, selfSignedCertificate, startReplica, waitFor } from './replica.ts'
 
 const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string', default: '5' }, count: { type: 'string', default: '100000' } } })
 const runs = Number(values.runs)
@@ -93,6 +93,7 @@ interface Sample { readyMs: number, rss: number, peak: number }
 const work = mkdtempSync(join(tmpdir(), 'scg-startup-'))
 try {
   await fill()
+  ensureBenchLease(local)
   const addresses = await ipAddressCount()
   const tls = selfSignedCertificate(work)
   const refs = values.baseline === undefined ? ['current'] : [values.baseline, 'current']
