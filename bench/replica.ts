@@ -65,7 +65,7 @@ export function ensureBenchLease(local: string): void {
       { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace }, spec: {} },
     ],
   }
-  execFileSync(kubectl, ['--kubeconfig', join(local, 'kubeconfig'), 'apply', '-f', '-'], { input: JSON.stringify(objects), stdio: ['pipe', 'ignore', 'inherit'] })
+  execFileSync(kubectl, ['--kubeconfig', join(local, 'kubeconfig'), 'apply', '--server-side', '--field-manager=servicecidr-guard-bench', '-f', '-'], { input: JSON.stringify(objects), stdio: ['pipe', 'ignore', 'inherit'] })
 }
 
 /** A self-signed serving certificate for 127.0.0.1 (EC P-256, as cert-manager issues by default here). */

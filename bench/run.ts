@@ -6,13 +6,14 @@
 //     the server in another (bench/server.ts)
 //  4. side by side, same load generator and connections (8 and 32): the webhook app against an
 //     empty fastify HTTPS handler that parses the same AdmissionReview and answers allowed
-//     (bench/empty-server.ts), and with --baseline REF the webhook app of that commit too (run by
+//     (bench/empty-server.ts), the webhook app again without the shared reservation Lease (serve
+//     --no-shared-reservation), and with --baseline REF the webhook app of that commit too (run by
 //     this bench/server.ts over that commit's src); three rounds each, alternating, and the ratios
 //
 //   npm run bench [-- --baseline REF]
 //
 // BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
-// (first of three) the servers' ports (default: any free ones).
+// (first of four) the servers' ports (default: any free ones).
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -84,13 +85,16 @@ try {
   const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')
   const port = (offset: number): string => (basePort === undefined ? '0' : String(Number(basePort) + offset))
   // Every server runs with its build's Deployment NODE_OPTIONS (heap sizes), as a replica does.
-  const forkServer = (checkout: string, script: string, args: string[], execArgv: string[] = []): ChildProcess => {
-    const child = fork(join(checkout, 'bench', script), [cert, key, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: { ...process.env, NODE_OPTIONS: deploymentNodeOptions(checkout) } })
+  const forkServer = (checkout: string, script: string, args: string[], execArgv: string[] = [], env: Record<string, string> = {}): ChildProcess => {
+    const child = fork(join(checkout, 'bench', script), [cert, key, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: { ...process.env, ...env, NODE_OPTIONS: deploymentNodeOptions(checkout) } })
     children.push(child)
     return child
   }
   const server = forkServer(repo, 'server.ts', [String(ipCount), port(0)], ['--expose-gc', ...nodeArgs])
   const empty = forkServer(repo, 'empty-server.ts', [port(1)])
+  // The same webhook with admitted ranges reserved on this replica only (serve --no-shared-reservation):
+  // what the shared reservation Lease adds to a review, in the same run.
+  const local = forkServer(repo, 'server.ts', [String(ipCount), port(3)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
   let baseline: ChildProcess | undefined
   if (flags.baseline !== undefined) {
     // That commit's src under this harness: the same bench/server.ts and fixtures, copied in.
@@ -98,7 +102,7 @@ try {
     for (const file of ['server.ts', 'fixtures.ts']) copyFileSync(join(here, file), join(checkout, 'bench', file))
     baseline = forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])
   }
-  const [webhookPort, emptyPort, baselinePort] = await Promise.all([started(server), started(empty), baseline === undefined ? 0 : started(baseline)])
+  const [webhookPort, emptyPort, localPort, baselinePort] = await Promise.all([started(server), started(empty), started(local), baseline === undefined ? 0 : started(baseline)])
   const origin = `https://127.0.0.1:${webhookPort}`
   const ca = readFileSync(cert, 'utf8')
   console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
@@ -113,7 +117,7 @@ try {
   // 4. Side by side with the empty handler (and the baseline's webhook).
   const { createAllowed } = scenarios
   const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
-  const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server]]
+  const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server], ['webhook, no shared Lease', `https://127.0.0.1:${localPort}`, local]]
   if (baseline !== undefined) targets.push([`baseline ${flags.baseline ?? ''}`, `https://127.0.0.1:${baselinePort}`, baseline])
   console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; three rounds each, alternating, ${seconds} s a round`)
   console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')

@@ -30,8 +30,10 @@ const metrics = new Metrics({ state, synced: () => true, relists: () => 0 })
 // An admitted CREATE is recorded in the shared reservation Lease, as serve does by default, but in
 // the unit tests' in-memory Lease (test/support/lease-store.ts): the review path's own work (queue,
 // recheck, the annotation written) without kube-apiserver's round trip, which is not the webhook's
-// CPU. Builds from before the shared Lease have no such step.
+// CPU. Builds from before the shared Lease have no such step; BENCH_SHARED_RESERVATION=0 leaves it
+// out, as serve --no-shared-reservation does.
 async function buildReservations(): Promise<ReservationPort | undefined> {
+  if (process.env['BENCH_SHARED_RESERVATION'] === '0') return undefined
   try {
     const { SharedReservations } = await import('../src/cluster/reservations.ts')
     const { MemoryLeaseStore } = await import('../test/support/lease-store.ts')
