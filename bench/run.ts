@@ -4,19 +4,29 @@
 //  2. decision time of decide() alone, per scenario, with 1,000 ServiceCIDRs and 100,000 IPAddresses
 //  3. reviews/s and p50/p99 latency over HTTPS keep-alive, the load generated in this process and
 //     the server in another (bench/server.ts)
+//  4. side by side, same load generator and connections (8 and 32): the webhook app against an
+//     empty fastify HTTPS handler that parses the same AdmissionReview and answers allowed
+//     (bench/empty-server.ts), the webhook app again without the shared reservation Lease (serve
+//     --no-shared-reservation), and with --baseline REF the webhook app of that commit too (run by
+//     this bench/server.ts over that commit's src); three rounds each, alternating, and the ratios
 //
-// BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs.
+//   npm run bench [-- --baseline REF]
+//
+// BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
+// (first of four) the servers' ports (default: any free ones).
 
-import { execFileSync, fork, spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { decodeReview } from '../src/admission/review.ts'
+import { parseArgs } from 'node:util'
 import { parsePolicy } from '../src/config/policy.ts'
 import { timeDecisions } from './decide.ts'
 import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
-import { load } from './load.ts'
+import { load, type LoadResult } from './load.ts'
+import { checkoutOf, deploymentNodeOptions, repo } from './replica.ts'
 
+const { values: flags } = parseArgs({ options: { baseline: { type: 'string' } } })
 const seconds = Number(process.env['BENCH_SECONDS'] ?? 10)
 const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 8)
 const ipCount = 100_000
@@ -37,25 +47,63 @@ const policy = parsePolicy(benchPolicy, 'bench')
 const state = buildState(1000, ipCount)
 console.log('decision time (decide() alone, µs)      calls     p50     p99    mean   verdict')
 for (const [name, scenario] of Object.entries(scenarios)) {
-  const decoded = decodeReview(JSON.parse(admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], 'x')))
-  if (!decoded.ok || !('request' in decoded)) throw new Error(`bad scenario ${name}`)
-  const timing = timeDecisions(policy, state, decoded.request, 20_000)
+  const object = { name: scenario.name, cidrs: [...scenario.cidrs] }
+  const request = { operation: scenario.operation, name: scenario.name, userInfo: { username: 'kubernetes-admin', groups: ['system:authenticated'] }, object: scenario.operation === 'DELETE' ? undefined : object, oldObject: scenario.operation === 'DELETE' ? object : undefined, dryRun: false }
+  const timing = timeDecisions(policy, state, request, 20_000)
   console.log(`  ${name.padEnd(36)} ${String(timing.calls).padStart(7)} ${timing.p50us.toFixed(1).padStart(7)} ${timing.p99us.toFixed(1).padStart(7)} ${timing.meanus.toFixed(1).padStart(7)}   ${timing.allowed ? 'allowed' : 'denied'}`)
 }
 
 // 3. HTTP load against the server in its own process
 const dir = mkdtempSync(join(tmpdir(), 'scg-bench-'))
+const started = (child: ChildProcess): Promise<number> => new Promise((resolve, reject) => {
+  child.once('message', (message) => { resolve((message as { port: number }).port) })
+  child.once('exit', (code) => { reject(new Error(`bench server exited with ${code ?? 'signal'}`)) })
+})
+/** The child's CPU time so far (user + system), in microseconds. */
+const cpuOf = (child: ChildProcess): Promise<number> => new Promise((resolve) => {
+  const onMessage = (message: unknown): void => {
+    const usage = (message as { cpu?: NodeJS.CpuUsage }).cpu
+    if (usage === undefined) return
+    child.off('message', onMessage)
+    resolve(usage.user + usage.system)
+  }
+  child.on('message', onMessage)
+  child.send('cpu')
+})
+const stopped = async (child: ChildProcess): Promise<void> => {
+  child.send('stop')
+  await new Promise((resolve) => child.once('exit', resolve))
+}
+const basePort = process.env['BENCH_PORT']
+const children: ChildProcess[] = []
 try {
   const cert = join(dir, 'tls.crt')
   const key = join(dir, 'tls.key')
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', '/CN=localhost',
     '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
-  const server = fork(join(here, 'server.ts'), [cert, key, String(ipCount)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--expose-gc'] })
-  const port = await new Promise<number>((resolve, reject) => {
-    server.once('message', (message) => { resolve((message as { port: number }).port) })
-    server.once('exit', (code) => { reject(new Error(`bench server exited with ${code ?? 'signal'}`)) })
-  })
-  const origin = `https://127.0.0.1:${port}`
+  // BENCH_NODE_ARGS: extra node flags for the webhook server, e.g. --cpu-prof --cpu-prof-dir=DIR.
+  const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')
+  const port = (offset: number): string => (basePort === undefined ? '0' : String(Number(basePort) + offset))
+  // Every server runs with its build's Deployment NODE_OPTIONS (heap sizes), as a replica does.
+  const forkServer = (checkout: string, script: string, args: string[], execArgv: string[] = [], env: Record<string, string> = {}): ChildProcess => {
+    const child = fork(join(checkout, 'bench', script), [cert, key, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: { ...process.env, ...env, NODE_OPTIONS: deploymentNodeOptions(checkout) } })
+    children.push(child)
+    return child
+  }
+  const server = forkServer(repo, 'server.ts', [String(ipCount), port(0)], ['--expose-gc', ...nodeArgs])
+  const empty = forkServer(repo, 'empty-server.ts', [port(1)])
+  // The same webhook with admitted ranges reserved on this replica only (serve --no-shared-reservation):
+  // what the shared reservation Lease adds to a review, in the same run.
+  const local = forkServer(repo, 'server.ts', [String(ipCount), port(3)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
+  let baseline: ChildProcess | undefined
+  if (flags.baseline !== undefined) {
+    // That commit's src under this harness: the same bench/server.ts and fixtures, copied in.
+    const checkout = checkoutOf(flags.baseline, dir)
+    for (const file of ['server.ts', 'fixtures.ts']) copyFileSync(join(here, file), join(checkout, 'bench', file))
+    baseline = forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])
+  }
+  const [webhookPort, emptyPort, localPort, baselinePort] = await Promise.all([started(server), started(empty), started(local), baseline === undefined ? 0 : started(baseline)])
+  const origin = `https://127.0.0.1:${webhookPort}`
   const ca = readFileSync(cert, 'utf8')
   console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
   let index = 0
@@ -65,13 +113,48 @@ try {
     const result = await load(origin, body, connections, seconds, ca)
     console.log(`  ${name.padEnd(42)} ${result.perSecond.toFixed(0).padStart(9)} ${result.p50ms.toFixed(2).padStart(8)} ${result.p99ms.toFixed(2).padStart(8)} ${result.maxms.toFixed(1).padStart(8)} ${String(result.errors).padStart(8)}   ${result.allowed} allowed, ${result.denied} denied`)
   }
+
+  // 4. Side by side with the empty handler (and the baseline's webhook).
+  const { createAllowed } = scenarios
+  const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
+  const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server], ['webhook, no shared Lease', `https://127.0.0.1:${localPort}`, local]]
+  if (baseline !== undefined) targets.push([`baseline ${flags.baseline ?? ''}`, `https://127.0.0.1:${baselinePort}`, baseline])
+  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; three rounds each, alternating, ${seconds} s a round`)
+  console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
+  for (const count of [8, 32]) {
+    const runs = new Map<string, { result: LoadResult, cpu: number }[]>(targets.map(([name]) => [name, []]))
+    for (let round = 0; round < 3; round++) {
+      for (const [name, target, child] of targets) {
+        await load(target, body, count, Math.min(2, seconds), ca)
+        const before = await cpuOf(child)
+        const result = await load(target, body, count, seconds, ca)
+        const cpu = (await cpuOf(child)) - before
+        if (result.errors > 0 || result.allowed !== result.requests) throw new Error(`${name}: ${result.errors} errors, ${result.allowed} of ${result.requests} allowed`)
+        runs.get(name)?.push({ result, cpu: cpu / result.requests })
+      }
+    }
+    const mean = (name: string, pick: (run: { result: LoadResult, cpu: number }) => number): number => {
+      const list = runs.get(name) ?? []
+      return list.reduce((sum, run) => sum + pick(run), 0) / list.length
+    }
+    const rate = (name: string): number => mean(name, (run) => run.result.perSecond)
+    const p99 = (name: string): number => mean(name, (run) => run.result.p99ms)
+    const cpu = (name: string): number => mean(name, (run) => run.cpu)
+    for (const [name] of targets) {
+      const versus = name === 'empty' ? '' : `${(rate(name) / rate('empty')).toFixed(2).padStart(20)}x ${(p99(name) / p99('empty')).toFixed(2).padStart(6)}x ${(cpu(name) / cpu('empty')).toFixed(2).padStart(6)}x`
+      console.log(`  ${name.padEnd(24)} ${String(count).padStart(11)} ${rate(name).toFixed(0).padStart(11)} ${p99(name).toFixed(2).padStart(8)} ${cpu(name).toFixed(0).padStart(17)} ${versus}`)
+    }
+  }
+  console.log('  (the goal: the webhook at >= 0.7x the empty handler\'s throughput and <= 1.3x its p99. CPU µs: the server process\'s CPU time per review)')
+
   const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
     server.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
     server.send('memory')
   })
   console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
-  server.send('stop')
-  await new Promise((resolve) => server.once('exit', resolve))
+  await Promise.all([stopped(server), stopped(empty), ...(baseline === undefined ? [] : [stopped(baseline)])])
 } finally {
+  // On a failure, no server is left running.
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill()
   rmSync(dir, { recursive: true, force: true })
 }

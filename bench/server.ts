@@ -1,31 +1,59 @@
-// The server under load: the real webhook app (fastify, HTTPS, pino logging each decision) over a
-// synthetic cluster, in its own process. Started by bench/run.ts, which sends it the load.
+// The server under load: the real webhook app (fastify, HTTPS, pino logging each decision, admitted
+// ranges recorded in a shared reservation Lease held in memory) over a synthetic cluster, in its own
+// process. Started by bench/run.ts, which sends it the load.
 
 import { readFileSync } from 'node:fs'
-import { pino } from 'pino'
-import { createReviewer } from '../src/admission/reviewer.ts'
+import { pino, type Logger } from 'pino'
+import { createReviewer, type ReservationPort } from '../src/admission/reviewer.ts'
 import { parsePolicy } from '../src/config/policy.ts'
 import { buildWebhookApp } from '../src/server/app.ts'
 import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts'
 import { Metrics } from '../src/server/metrics.ts'
 import { benchPolicy, buildState } from './fixtures.ts'
 
-const [certPath, keyPath, ipCount] = process.argv.slice(2)
+const [certPath, keyPath, ipCount, port] = process.argv.slice(2)
 const state = buildState(1000, Number(ipCount ?? 100_000))
 const policy = parsePolicy(benchPolicy, 'bench')
-// Decisions are logged as in production, to /dev/null so the terminal is not the bottleneck.
-const logger = pino({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false }))
+// Decisions are logged as the build's own serve command logs them, to /dev/null so the terminal is
+// not the bottleneck: src/cli/logger.ts, or pino's default destination in builds from before it
+// (bench/run.ts runs this file over an older checkout for --baseline).
+async function buildLogger(): Promise<Logger> {
+  try {
+    const { serverLogger } = await import('../src/cli/logger.ts')
+    return serverLogger('info', '/dev/null').logger
+  } catch {
+    return pino({ level: 'info', base: { service: 'servicecidr-guard' } }, pino.destination({ dest: '/dev/null', sync: false }))
+  }
+}
+const logger = await buildLogger()
 const metrics = new Metrics({ state, synced: () => true, relists: () => 0 })
+// An admitted CREATE is recorded in the shared reservation Lease, as serve does by default, but in
+// the unit tests' in-memory Lease (test/support/lease-store.ts): the review path's own work (queue,
+// recheck, the annotation written) without kube-apiserver's round trip, which is not the webhook's
+// CPU. Builds from before the shared Lease have no such step; BENCH_SHARED_RESERVATION=0 leaves it
+// out, as serve --no-shared-reservation does.
+async function buildReservations(): Promise<ReservationPort | undefined> {
+  if (process.env['BENCH_SHARED_RESERVATION'] === '0') return undefined
+  try {
+    const { SharedReservations } = await import('../src/cluster/reservations.ts')
+    const { MemoryLeaseStore } = await import('../test/support/lease-store.ts')
+    return new SharedReservations({ store: new MemoryLeaseStore(), replica: 'bench', ttlMs: 10_000, deadlineMs: 3_000, log: logger, events: metrics.reservationEvents() })
+  } catch {
+    return undefined
+  }
+}
 const reviewer = createReviewer({
   policy: () => policy,
   cluster: { view: () => state, reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
+  reservations: await buildReservations(),
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
 const app = buildWebhookApp({ logger, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
-await app.listen({ host: '127.0.0.1', port: 0 })
+await app.listen({ host: '127.0.0.1', port: Number(port ?? 0) })
 const address = app.server.address()
 process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 })
 process.on('message', (message) => {
+  if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() })
   if (message === 'memory') {
     // What the server holds, not what it has yet to collect (run with --expose-gc).
     ;(globalThis as { gc?: () => void }).gc?.()

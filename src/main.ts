@@ -1,9 +1,16 @@
 #!/usr/bin/env node
 // The only module with side effects at start-up: run the command line and set the exit code.
+//
+// Stack traces name src/*.ts lines: source maps are turned on for this project's own files, and
+// only then is the rest imported. `--enable-source-maps` would also load the maps of everything in
+// node_modules (@kubernetes/client-node ships one per generated file): ~60 MiB of RSS for nothing
+// (docs/benchmarks.md, "Start-up").
 
-import { createRequire } from 'node:module'
-import { processIO } from './cli/io.ts'
-import { runCli } from './cli/program.ts'
+import { createRequire, setSourceMapsSupport } from 'node:module'
+
+setSourceMapsSupport(true, { nodeModules: false, generatedCode: false })
+const { processIO } = await import('./cli/io.ts')
+const { runCli } = await import('./cli/program.ts')
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 

@@ -70,9 +70,9 @@ WEBHOOK=0 LOCAL_DIR=$out/local ETCD_CLIENT_PORT=$((base + 379)) ETCD_PEER_PORT=$
 kubectl=$(sed -n 's/^KUBECTL=//p' "$out/local/env")
 "$kubectl" kustomize config/default >"$out/default.yaml"
 node_modules/.bin/node --input-type=module -e '
-  import { parseAllDocuments } from "yaml"
+  import { loadAll } from "js-yaml"
   import { readFileSync } from "node:fs"
-  const items = parseAllDocuments(readFileSync(process.argv[1], "utf8")).map((doc) => doc.toJS())
+  const items = loadAll(readFileSync(process.argv[1], "utf8"))
     .filter((object) => object !== null && (object.kind === "Namespace" || object.kind === "Lease"))
   process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "List", items }))
 ' "$out/default.yaml" >"$out/cluster-objects.json"

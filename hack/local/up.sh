@@ -217,10 +217,10 @@ ETCD_VERSION=$(sed -n 's/.*etcd=\([^ ]*\).*/\1/p' "$bin_dir/VERSION")
 if [[ $WEBHOOK != 0 ]]; then
   "$KUBECTL" kustomize "$CLUSTER_MANIFESTS" >"$LOCAL_DIR/cluster-manifests.yaml"
   (cd "$repo_root" && "$node" --input-type=module -e '
-    import { parseAllDocuments } from "yaml"
+    import { loadAll } from "js-yaml"
     import { readFileSync } from "node:fs"
     const kinds = new Set(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Lease"])
-    const items = parseAllDocuments(readFileSync(process.argv[1], "utf8")).map((doc) => doc.toJS()).filter((object) => object !== null && kinds.has(object.kind))
+    const items = loadAll(readFileSync(process.argv[1], "utf8")).filter((object) => object !== null && kinds.has(object.kind))
     process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "List", items }))
   ' "$LOCAL_DIR/cluster-manifests.yaml") >"$LOCAL_DIR/cluster-objects.json"
   service_account=$(jq -r '[.items[] | select(.kind == "ServiceAccount")] |

@@ -12,7 +12,8 @@
 # Checked in each (jq over the built objects):
 #   - the Deployment: restricted securityContext (runAsNonRoot, numeric 65532 user and group,
 #     readOnlyRootFilesystem, allowPrivilegeEscalation false, drop ALL, seccomp RuntimeDefault),
-#     no host namespaces, 2+ replicas, probes, a memory limit, the service account token
+#     no host namespaces, 2+ replicas, probes, a memory limit (with V8's old space at most two
+#     thirds of it), the service account token
 #   - RBAC: one ClusterRole granting exactly get/list/watch on servicecidrs and ipaddresses, bound
 #     to the webhook's ServiceAccount; one Role granting get/update on the reservations Lease by
 #     name and nothing else, bound to the same ServiceAccount; no other Role or binding (but
@@ -158,6 +159,12 @@ for target in "${targets[@]}"; do
     and ([.livenessProbe, .readinessProbe, .startupProbe] | all(.httpGet.port == \"health\"))
     and (.ports | map(select(.name == \"health\"))[0].containerPort) == 8081"
   check "memory limit and requests set" "$defs podspec.containers[0].resources | .limits.memory != null and .requests.memory != null and .requests.cpu != null"
+  # V8's old space must leave the young generation, code and buffers room below the limit, or the
+  # process is OOM-killed instead of collecting garbage (config/manager/manager.yaml says why).
+  check "NODE_OPTIONS --max-old-space-size at most two thirds of the memory limit (Mi)" "$defs podspec.containers[0] |
+    (.resources.limits.memory | capture(\"^(?<n>[0-9]+)Mi$\").n | tonumber) as \$limit |
+    ([.env[] | select(.name == \"NODE_OPTIONS\")][0].value | capture(\"--max-old-space-size=(?<m>[0-9]+)\").m | tonumber) as \$old |
+    \$old * 3 <= \$limit * 2"
   # serve's own default --shutdown-delay is 5 s (src/cli/serve.ts) when the args do not set it.
   check "shutdown fits the grace period (preStop sleep + --shutdown-delay + --shutdown-timeout < terminationGracePeriodSeconds)" "$defs podspec |
     (.containers[0].args | index(\"--shutdown-timeout\") as \$i | .[\$i + 1] | tonumber) as \$drain |

@@ -1,19 +1,67 @@
-// AdmissionReview v1 in and out (k8s.io/api/admission/v1). Decoding checks the shape of what the
-// apiserver sent; encoding turns a Decision into the response the apiserver expects. No I/O.
+// AdmissionReview v1 in and out (k8s.io/api/admission/v1). Decoding reads, from the raw body,
+// only the fields a decision needs, and checks their shape; encoding turns a Decision into the
+// response the apiserver expects. No I/O.
 
-import { Ajv } from 'ajv'
 import type { Family } from '../policy/ip.ts'
 import type { Decision, Operation, ReviewRequest, ServiceCIDRObject, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
+import { JSONSyntaxError, Mismatch, boolean, object, readJSON, string, strings, type ReadObject, type Shape, type Value } from '../json/reader.ts'
 
 export const admissionAPIVersion = 'admission.k8s.io/v1'
 const group = 'networking.k8s.io'
 /** Versions whose ServiceCIDR spec is `{cidrs: string[]}`: v1 (GA 1.33), v1beta1 (1.31), v1alpha1 (1.27). */
 const versions = new Set(['v1', 'v1beta1', 'v1alpha1'])
+const operations: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] satisfies Operation[]
 
+/**
+ * The largest AdmissionReview the apiserver can send this webhook for a request that can succeed,
+ * rounded up: 6 MiB.
+ *
+ * - A stored object is at most etcd's request limit, 1.5 MiB (--max-request-bytes' default) in
+ *   protobuf, which kube-apiserver uses for built-in kinds such as ServiceCIDR and Service. The
+ *   apiserver reads request bodies of up to 3 MiB of JSON (MaxRequestBodyBytes in
+ *   k8s.io/apiserver/pkg/server/config.go, "2x" the etcd limit because JSON is larger), but an
+ *   object beyond 1.5 MiB of protobuf is refused by etcd after admission, so no admission of it
+ *   can matter.
+ * - The same object in the review's JSON is about its protobuf size (names and values are the
+ *   same bytes; field tags and punctuation are a few bytes either way), except that Go's JSON
+ *   encoder escapes <, > and & as \u003c (six bytes for one), and the only free text is
+ *   annotation values, at most 256 KiB in all (TotalAnnotationSizeLimitB in apimachinery's
+ *   ValidateAnnotations): at most 1.25 MiB more. So an object is at most ~2.75 MiB of JSON.
+ * - A review carries two objects only for UPDATE (object and oldObject), and only UPDATEs that
+ *   change the spec reach the webhook (the matchCondition skip-metadata-only-updates); CREATE,
+ *   DELETE and a Service CREATE carry one. Two objects and the envelope: ~5.5 MiB.
+ *
+ * controller-runtime allows 7 MiB for any kind; ServiceCIDRs and Services need no more than this.
+ */
+export const maxReviewBytes = 6 * 1024 * 1024
+/** More groups than this is refused: no real user has them, and each costs memory to read. */
+export const maxGroups = 10_000
+
+const objectShape = object({
+  metadata: object({ name: string }),
+  spec: object({ cidrs: strings(16), type: string, clusterIP: string, ipFamilies: strings(2) }),
+}, { nullable: true })
+
+const reviewShape = object({
+  apiVersion: string,
+  kind: string,
+  request: object({
+    uid: string,
+    kind: object({ group: string, version: string, kind: string }),
+    subResource: string,
+    name: string,
+    namespace: string,
+    operation: string,
+    userInfo: object({ username: string, groups: strings(maxGroups) }),
+    object: objectShape,
+    oldObject: objectShape,
+    dryRun: boolean,
+  }),
+})
+
+/** The fields read, once their shape has been checked. */
 interface RawObject {
-  apiVersion?: string
-  kind?: string
   metadata?: { name?: string }
   spec?: { cidrs?: string[], type?: string, clusterIP?: string, ipFamilies?: string[] }
 }
@@ -21,7 +69,6 @@ interface RawObject {
 interface RawRequest {
   uid: string
   kind: { group: string, version: string, kind: string }
-  resource?: { group: string, version: string, resource: string }
   subResource?: string
   name?: string
   namespace?: string
@@ -32,70 +79,77 @@ interface RawRequest {
   dryRun?: boolean
 }
 
-interface RawReview {
-  apiVersion: string
-  kind: string
-  request: RawRequest
-}
-
-const objectSchema = {
-  type: ['object', 'null'],
-  properties: {
-    apiVersion: { type: 'string' },
-    kind: { type: 'string' },
-    metadata: { type: 'object', properties: { name: { type: 'string' } } },
-    spec: {
-      type: 'object',
-      properties: { cidrs: { type: 'array', items: { type: 'string' }, maxItems: 16 } },
-    },
-  },
-} as const
-
-const reviewSchema = {
-  type: 'object',
-  required: ['apiVersion', 'kind', 'request'],
-  properties: {
-    apiVersion: { const: admissionAPIVersion },
-    kind: { const: 'AdmissionReview' },
-    request: {
-      type: 'object',
-      required: ['uid', 'kind', 'operation'],
-      properties: {
-        uid: { type: 'string', minLength: 1, maxLength: 128 },
-        kind: {
-          type: 'object',
-          required: ['group', 'version', 'kind'],
-          properties: { group: { type: 'string' }, version: { type: 'string' }, kind: { type: 'string' } },
-        },
-        subResource: { type: 'string' },
-        name: { type: 'string' },
-        operation: { enum: ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] },
-        userInfo: {
-          type: 'object',
-          properties: { username: { type: 'string' }, groups: { type: 'array', items: { type: 'string' } } },
-        },
-        object: objectSchema,
-        oldObject: objectSchema,
-        dryRun: { type: 'boolean' },
-      },
-    },
-  },
-} as const
-
-const ajv = new Ajv({ allErrors: false, strict: false })
-const isReview = ajv.compile<RawReview>(reviewSchema)
-
 export type Decoded =
   | { readonly ok: true, readonly uid: string, readonly request: ReviewRequest }
   | { readonly ok: true, readonly uid: string, readonly service: ServiceReviewRequest }
   | { readonly ok: false, readonly uid: string, readonly error: ErrorCode, readonly detail: string }
 
-/** The request uid if one can be found: every response echoes it, even an error. */
-export function findUID(body: unknown): string {
-  if (typeof body !== 'object' || body === null || !('request' in body)) return ''
-  const request = body.request
-  if (typeof request !== 'object' || request === null || !('uid' in request)) return ''
-  return typeof request.uid === 'string' ? request.uid.slice(0, 128) : ''
+const isObject = (value: Value | undefined): value is ReadObject =>
+  typeof value === 'object' && value !== null && !(value instanceof Mismatch) && !Array.isArray(value)
+
+/**
+ * The first value that is not of its shape, as ajv would word it; fields in the shape's order.
+ * `path` holds the field names down to `value`; it is joined only when there is a problem.
+ */
+function shapeProblem(value: Value | undefined, shape: Shape, path: string[]): string | undefined {
+  if (value instanceof Mismatch) {
+    const at = path.length === 0 ? '(top level)' : `/${path.join('/')}`
+    if (value.index >= 0) return `${at}/${value.index} must be ${value.expected === 'objects' ? 'object' : 'string'}`
+    if (value.tooMany && shape.type === 'strings') return `${at} must NOT have more than ${shape.maxItems} items`
+    const expected = { string: 'string', boolean: 'boolean', strings: 'array', objects: 'array', object: shape.type === 'object' && shape.nullable ? 'object,null' : 'object' }[value.expected]
+    return `${at} must be ${expected}`
+  }
+  if (shape.type !== 'object' || !isObject(value)) return undefined
+  for (const field of shape.fields) {
+    const child = value[field.name]
+    // Strings, booleans and null were read as their shape asks; a Mismatch is an object.
+    if (child === undefined || typeof child !== 'object') continue
+    path.push(field.name)
+    const problem = shapeProblem(child, field.shape, path)
+    path.pop()
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
+function required(value: ReadObject, path: string, names: readonly string[]): string | undefined {
+  const missing = names.find((name) => value[name] === undefined)
+  return missing === undefined ? undefined : `${path || '(top level)'} must have required property '${missing}'`
+}
+
+/** What is wrong with a review of the right shape, in the order ajv checked the old JSON Schema. */
+function reviewProblem(review: Value): string | undefined {
+  const shape = shapeProblem(review, reviewShape, [])
+  if (shape !== undefined) return shape
+  if (!isObject(review)) return '(top level) must be object'
+  const top = required(review, '', ['apiVersion', 'kind', 'request'])
+  if (top !== undefined) return top
+  if (review['apiVersion'] !== admissionAPIVersion) return `/apiVersion must be equal to constant '${admissionAPIVersion}'`
+  if (review['kind'] !== 'AdmissionReview') return "/kind must be equal to constant 'AdmissionReview'"
+  const request = review['request'] as ReadObject
+  const missing = required(request, '/request', ['uid', 'kind', 'operation']) ?? required(request['kind'] as ReadObject, '/request/kind', ['group', 'version', 'kind'])
+  if (missing !== undefined) return missing
+  const uid = request['uid'] as string
+  if (uid.length < 1) return '/request/uid must NOT have fewer than 1 characters'
+  if (uid.length > 128) return '/request/uid must NOT have more than 128 characters'
+  if (!operations.includes(request['operation'] as string)) return '/request/operation must be equal to one of the allowed values'
+  return undefined
+}
+
+/** The request uid, if the body has one: every response echoes it, even an error. */
+function uidOf(review: Value): string {
+  const request = isObject(review) ? review['request'] : undefined
+  const uid = isObject(request) ? request['uid'] : undefined
+  return typeof uid === 'string' ? uid.slice(0, 128) : ''
+}
+
+/** The request uid if one can be found in a raw body: for answers to requests that failed after decoding. */
+export function findUID(body: Buffer): string {
+  try {
+    return uidOf(readJSON(body, reviewShape))
+  } catch {
+    return ''
+  }
 }
 
 function toServiceCIDR(raw: RawObject | null | undefined, fallbackName: string): ServiceCIDRObject | undefined {
@@ -119,14 +173,19 @@ function toServiceReview(raw: RawRequest): ServiceReviewRequest {
   }
 }
 
-export function decodeReview(body: unknown): Decoded {
-  const uid = findUID(body)
-  if (!isReview(body)) {
-    const [first] = isReview.errors ?? []
-    const detail = first ? `${first.instancePath || '(top level)'} ${first.message ?? 'is invalid'}` : 'unknown shape'
-    return { ok: false, uid, error: errors.invalidReview, detail }
+/** Decodes a raw request body: JSON first (SCG_INVALID_JSON), then the review's shape (SCG_INVALID_REVIEW). */
+export function decodeReview(body: Buffer): Decoded {
+  let review: Value
+  try {
+    review = readJSON(body, reviewShape)
+  } catch (error) {
+    if (error instanceof JSONSyntaxError) return { ok: false, uid: '', error: errors.invalidJSON, detail: error.message }
+    throw error
   }
-  const raw = body.request
+  const uid = uidOf(review)
+  const problem = reviewProblem(review)
+  if (problem !== undefined) return { ok: false, uid, error: errors.invalidReview, detail: problem }
+  const raw = (review as unknown as { request: RawRequest }).request
   if (raw.kind.group === '' && raw.kind.version === 'v1' && raw.kind.kind === 'Service' && raw.operation === 'CREATE' && !raw.subResource) {
     return { ok: true, uid, service: toServiceReview(raw) }
   }

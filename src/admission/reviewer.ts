@@ -63,7 +63,8 @@ export interface ReviewerOptions {
   readonly reservations?: ReservationPort | undefined
 }
 
-export type Reviewer = (body: unknown) => Promise<Outcome>
+/** Reviews one raw request body (the bytes, not parsed: see decodeReview). */
+export type Reviewer = (body: Buffer) => Promise<Outcome>
 
 export function errorOutcome(uid: string, error: ErrorCode, detail = ''): Outcome {
   return { uid, verdict: 'error', status: error.status, review: encodeError(uid, error, detail), error: { code: error.code, detail } }

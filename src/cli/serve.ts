@@ -1,9 +1,9 @@
 // `servicecidr-guard serve`: the admission webhook.
 
 import { Command, InvalidArgumentError, Option } from 'commander'
-import { pino } from 'pino'
 import { loadKubeConfig, podNamespace } from '../cluster/kube.ts'
 import { serve } from '../server/serve.ts'
+import { serverLogger } from './logger.ts'
 
 /** The Lease config/manager ships, in the webhook's own namespace. */
 export const defaultReservationLease = 'servicecidr-guard-reservations'
@@ -86,7 +86,7 @@ export function serveCommand(): Command {
     .option('--no-shared-reservation', 'reserve admitted ranges on this replica only: two replicas can then each admit one of two overlapping ranges created at the same moment')
     .option('--stale-after <seconds>', 'how long the cache may go without a working watch before reviews that need it fail closed', seconds, 30)
     .action(async (flags: Flags) => {
-      const logger = pino({ level: flags.logLevel, base: { service: 'servicecidr-guard' } })
+      const { logger, close } = serverLogger(flags.logLevel)
       const running = await serve({
         policyPath: flags.policy,
         certPath: flags.tlsCert,
@@ -110,5 +110,6 @@ export function serveCommand(): Command {
         process.once('SIGTERM', stop)
         process.once('SIGINT', stop)
       })
+      close()
     })
 }

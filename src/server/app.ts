@@ -6,13 +6,8 @@ import type { SecureContextOptions } from 'node:tls'
 import { errors } from '../admission/errors.ts'
 import { errorOutcome, type Outcome, type Reviewer } from '../admission/reviewer.ts'
 import { findUID } from '../admission/review.ts'
+import { InFlightBudget, LargeBodyRate, LimitError, guardRequests, healthLimits, serverOptions, webhookLimits, type Limits } from './limits.ts'
 import type { Metrics } from './metrics.ts'
-
-/**
- * Two objects of up to 3 MiB (object and oldObject) plus slack, as controller-runtime's webhook
- * server allows (pkg/webhook/admission/http.go); fastify's 1 MiB default is too small.
- */
-export const bodyLimit = 7 * 1024 * 1024
 
 export interface Readiness {
   readonly ready: boolean
@@ -27,6 +22,8 @@ export interface AppOptions {
   readonly logger: FastifyBaseLogger
   readonly metrics: Metrics
   readonly health: Health
+  /** Default: webhookLimits or healthLimits (src/server/limits.ts). */
+  readonly limits?: Limits
 }
 
 export interface WebhookAppOptions extends AppOptions {
@@ -47,18 +44,17 @@ function registerHealthRoutes(app: FastifyInstance, { metrics, health }: AppOpti
   })
 }
 
-/** Maps what fastify refuses before our handler runs (content type, size, JSON) to stable errors. */
+/** Maps what is refused before our handler runs (content type, size, budget) to stable errors. */
 function edgeError(error: FastifyError): typeof errors[keyof typeof errors] {
   switch (error.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return errors.contentType
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return errors.emptyBody
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
+    case 'SCG_BODY_TOO_LARGE':
       return errors.bodyTooLarge
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return errors.invalidJSON
+    case 'SCG_OVERLOADED':
+      return errors.overloaded
     default:
       if (error instanceof SyntaxError) return errors.invalidJSON
       return error.statusCode !== undefined && error.statusCode < 500 ? errors.badRequest : errors.internal
@@ -73,19 +69,49 @@ function send(reply: FastifyReply, outcome: Outcome): FastifyReply {
   return reply.code(outcome.status).type('application/json').send(outcome.review)
 }
 
-export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
-  const { logger, metrics, reviewer } = options
+/** A fastify app with the limits of src/server/limits.ts: timeouts, connections, the in-flight budget. */
+function limitedApp(options: AppOptions, limits: Limits, https: SecureContextOptions | undefined): FastifyInstance {
+  const { http, tls, ...fastifyOptions } = serverOptions(limits)
   const app = fastify({
-    loggerInstance: logger,
-    // One log line per decision is written below; fastify's per-request lines would double it.
+    loggerInstance: options.logger,
+    // One log line per decision is written by the webhook; fastify's per-request lines would double it.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit,
+    // No child logger per request: nothing logs through request.log, and a pino child (binding the
+    // request id) cost more CPU than the decision itself (docs/benchmarks.md, "Cost per review").
+    childLoggerFactory: (logger) => logger,
+    ...fastifyOptions,
     // Requests already on a kept-alive connection are still answered while closing: a 503 there
     // would fail an apiserver request for no reason during a rolling update.
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    ...(options.https === undefined ? {} : { https: options.https }),
+    ...(https === undefined ? { http } : { https: { ...https, ...http, ...tls } }),
   })
+  app.server.maxConnections = limits.maxConnections
+  guardRequests(app, new InFlightBudget(limits), new LargeBodyRate(limits))
+  return app
+}
+
+/**
+ * Counts refusals made before a body is read (over budget, too large) and logs them at most every
+ * `everyMs`: under a flood, a log line per refused request would be a flood of its own.
+ */
+function refusalLog(logger: FastifyBaseLogger, everyMs: number): (code: string) => void {
+  let counts: Record<string, number> = {}
+  let timer: NodeJS.Timeout | undefined
+  return (code) => {
+    counts[code] = (counts[code] ?? 0) + 1
+    timer ??= setTimeout(() => {
+      logger.warn({ refused: counts, seconds: everyMs / 1000 }, 'requests refused at the edge (over the in-flight budget or too large)')
+      counts = {}
+      timer = undefined
+    }, everyMs).unref()
+  }
+}
+
+export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
+  const { logger, metrics, reviewer } = options
+  const app = limitedApp(options, options.limits ?? webhookLimits, options.https)
+  const refused = refusalLog(logger, 10_000)
 
   const record = (outcome: Outcome, startedAt: bigint): void => {
     const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9
@@ -110,7 +136,8 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       reservation: outcome.reservation,
       durationMs: Math.round(seconds * 1e6) / 1e3,
     }
-    if (outcome.error) logger.warn({ ...line, detail: outcome.error.detail }, 'review refused: bad request')
+    if (outcome.error?.code === errors.overloaded.code || outcome.error?.code === errors.bodyTooLarge.code) refused(outcome.error.code)
+    else if (outcome.error) logger.warn({ ...line, detail: outcome.error.detail }, 'review refused: bad request')
     else logger.info(line, 'review')
   }
 
@@ -120,9 +147,12 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = edgeError(error)
     // Our own message says what is wrong; fastify's adds only for errors we do not name.
-    const outcome = errorOutcome('', known, known === errors.badRequest ? error.message : '')
+    const outcome = errorOutcome('', known, known === errors.badRequest || error instanceof LimitError ? error.message : '')
     if (known === errors.internal) logger.error({ err: error, url: request.url }, 'internal error')
     record(outcome, process.hrtime.bigint())
+    // The rest of a refused body is not read: the connection cannot carry another request.
+    if (error instanceof LimitError) reply.header('connection', 'close')
+    if (known === errors.overloaded) reply.header('retry-after', '1')
     return send(reply, outcome)
   })
 
@@ -131,15 +161,16 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
   app.post('/validate', async (request, reply) => {
     const startedAt = process.hrtime.bigint()
     let outcome: Outcome
-    if (request.body === undefined || request.body === null || request.body === '') {
+    const body = request.body
+    if (!Buffer.isBuffer(body) || body.length === 0) {
       outcome = errorOutcome('', errors.emptyBody)
     } else {
       try {
-        outcome = await reviewer(request.body)
+        outcome = await reviewer(body)
       } catch (error) {
         // A bug must not cost a decision: answer (refusing, with the uid) and keep serving.
         logger.error({ err: error }, 'review failed')
-        outcome = errorOutcome(findUID(request.body), errors.internal)
+        outcome = errorOutcome(findUID(body), errors.internal)
       }
     }
     record(outcome, startedAt)
@@ -152,7 +183,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
 
 /** Plain HTTP, for kubelet probes and Prometheus: answers even before a certificate exists. */
 export function buildHealthApp(options: AppOptions): FastifyInstance {
-  const app = fastify({ loggerInstance: options.logger, logController: new LogController({ disableRequestLogging: true }) })
+  const app = limitedApp(options, options.limits ?? healthLimits, undefined)
   registerHealthRoutes(app, options)
   return app
 }

@@ -4,7 +4,7 @@
 // exactly one is admitted; with the shared reservation off, both are.
 
 import t from 'tap'
-import { createReviewer, type Outcome, type Reviewer } from '../../../src/admission/reviewer.ts'
+import { createReviewer, type Outcome } from '../../../src/admission/reviewer.ts'
 import { parseReservations, SharedReservations } from '../../../src/cluster/reservations.ts'
 import { ClusterState } from '../../../src/policy/state.ts'
 import type { Policy } from '../../../src/policy/types.ts'
@@ -13,7 +13,8 @@ import { policy as makePolicy, serviceCIDR } from '../../support/fixtures.ts'
 import { admissionReview } from '../../support/review.ts'
 
 interface Replica {
-  readonly review: Reviewer
+  /** Reviews an AdmissionReview sent as the apiserver sends it: its JSON bytes. */
+  readonly review: (review: Record<string, unknown>) => Promise<Outcome>
   readonly state: ClusterState
 }
 
@@ -21,12 +22,12 @@ function replica(store: MemoryLeaseStore | undefined, policy: Policy = makePolic
   const state = new ClusterState()
   state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')])
   const reservations = store && new SharedReservations({ store, replica: name, ttlMs: 10_000, deadlineMs: 2000, log: { warn: () => undefined } })
-  const review = createReviewer({
+  const reviewer = createReviewer({
     policy: () => policy,
     cluster: { view: () => state, reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
     reservations,
   })
-  return { review, state }
+  return { review: (review) => reviewer(Buffer.from(JSON.stringify(review))), state }
 }
 
 const pending = (state: ClusterState): string[] => [...state.pendingServiceCIDRs()].map((record) => record.name)

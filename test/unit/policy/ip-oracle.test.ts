@@ -4,8 +4,11 @@
 // addresses outside ::ffff:0:0/96.
 
 import t from 'tap'
+import fc from 'fast-check'
 import ipaddr from 'ipaddr.js'
 import { formatAddress, parseAddress, parseCIDR } from '../../../src/policy/ip.ts'
+import { fuzzParameters } from '../../support/fuzz.ts'
+import { canonicalRange } from '../../support/ip-oracle.ts'
 
 // A fixed seed: a failure names an input that reproduces.
 let seed = 0x5eed
@@ -65,5 +68,40 @@ t.test('canonical CIDRs parse to the network and broadcast ipaddr.js computes', 
     if (parsed.value.last !== last) t.fail(`${text}: last ${parsed.value.last.toString(16)} != ${last.toString(16)}`)
   }
   t.pass('2000 prefixes compared')
+  t.end()
+})
+
+// Generated strings around CIDR syntax (fast-check, a fresh seed each run; test/support/fuzz.ts).
+const v4Text = fc.tuple(fc.nat(0xffffffff), fc.integer({ min: 0, max: 32 })).map(([value, bits]) =>
+  `${ipaddr.IPv4.networkAddressFromCIDR(`${ipaddr.fromByteArray([value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255]).toString()}/${bits}`).toString()}/${bits}`)
+const v6Text = fc.tuple(fc.array(fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 0xffff })), { minLength: 8, maxLength: 8 }), fc.integer({ min: 0, max: 128 })).map(([groups, bits]) => {
+  const address = new ipaddr.IPv6(groups)
+  return `${ipaddr.IPv6.networkAddressFromCIDR(`${address.toString()}/${bits}`).toRFC5952String()}/${bits}`
+})
+/** A canonical CIDR with one character inserted, replaced or removed, or one of the forms people write. */
+const cidrLike = fc.oneof(
+  v4Text,
+  v6Text,
+  fc.tuple(fc.oneof(v4Text, v6Text), fc.nat(), fc.constantFrom(...Array.from('0123456789abcdefABCDEF:./%-x '))).chain(([text, at, char]) => {
+    const i = at % (text.length + 1)
+    return fc.constantFrom(text.slice(0, i) + char + text.slice(i), text.slice(0, i) + char + text.slice(i + 1), text.slice(0, i) + text.slice(i + 1))
+  }),
+  v4Text.map((text) => `::ffff:${text.replace(/\/(\d+)$/, (_, bits: string) => `/${96 + Number(bits)}`)}`),
+  v4Text.map((text) => `::${text.replace(/\/(\d+)$/, (_, bits: string) => `/${96 + Number(bits)}`)}`),
+  v6Text.map((text) => text.toUpperCase()),
+  fc.string({ maxLength: 24 }),
+)
+
+t.test('generated strings: parseCIDR accepts exactly the CIDRs ipaddr.js writes the same way, with the same range', (t) => {
+  let accepted = 0
+  fc.assert(fc.property(cidrLike, (text) => {
+    const parsed = parseCIDR(text)
+    const oracle = canonicalRange(text)
+    if (!parsed.ok) return oracle === undefined
+    accepted++
+    return oracle !== undefined && oracle.first === parsed.value.first && oracle.last === parsed.value.last && oracle.bits === parsed.value.bits &&
+      oracle.v6 === (parsed.value.family === 'IPv6')
+  }), fuzzParameters(5000))
+  t.ok(accepted > 1500, `${accepted} of 5000 accepted and compared`)
   t.end()
 })

@@ -3,6 +3,7 @@
 import t from 'tap'
 import { pino } from 'pino'
 import { createReviewer, type ClusterPort, type ReservationPort } from '../../../src/admission/reviewer.ts'
+import { maxReviewBytes } from '../../../src/admission/review.ts'
 import { formatReservations, SharedReservations } from '../../../src/cluster/reservations.ts'
 import { parsePolicy } from '../../../src/config/policy.ts'
 import { ClusterState, toServiceCIDRRecord } from '../../../src/policy/state.ts'
@@ -245,7 +246,8 @@ t.test('bad input gets a 400 that is itself an AdmissionReview', async (t) => {
     { name: 'wrong content type', headers: { 'content-type': 'text/plain' }, payload: '{}', message: 'servicecidr-guard: the content type must be application/json [SCG_CONTENT_TYPE]' },
     { name: 'malformed JSON', headers: { 'content-type': 'application/json' }, payload: '{"apiVersion": ', message: 'servicecidr-guard: the request body is not valid JSON' },
     { name: 'not an AdmissionReview', headers: { 'content-type': 'application/json' }, payload: '{"kind":"Pod"}', message: "servicecidr-guard: the request is not an admission.k8s.io/v1 AdmissionReview ((top level) must have required property 'apiVersion') [SCG_INVALID_REVIEW]" },
-    { name: 'prototype poisoning', headers: { 'content-type': 'application/json' }, payload: '{"__proto__": {"allowed": true}}', message: 'servicecidr-guard: the request body is not valid JSON' },
+    { name: 'a __proto__ key, read as a key like any other', headers: { 'content-type': 'application/json' }, payload: '{"__proto__": {"apiVersion": "admission.k8s.io/v1"}}', message: "servicecidr-guard: the request is not an admission.k8s.io/v1 AdmissionReview ((top level) must have required property 'apiVersion') [SCG_INVALID_REVIEW]" },
+    { name: 'valid JSON around a field of the wrong type', headers: { 'content-type': 'application/json' }, payload: JSON.stringify({ ...review('CREATE', 'w', ['10.0.0.0/24']), request: { ...(review('CREATE', 'w', ['10.0.0.0/24'])['request'] as object), dryRun: 'no' } }), uid: 'uid-w', message: 'servicecidr-guard: the request is not an admission.k8s.io/v1 AdmissionReview (/request/dryRun must be boolean) [SCG_INVALID_REVIEW]' },
     {
       name: 'a Pod review (misconfigured rules), uid echoed',
       headers: { 'content-type': 'application/json' },
@@ -267,21 +269,30 @@ t.test('bad input gets a 400 that is itself an AdmissionReview', async (t) => {
   }
 })
 
-t.test('an oversized body is refused with 400, not read whole', async (t) => {
+t.test('a body announced larger than the largest AdmissionReview is refused with 413 before it is read', async (t) => {
   const { app } = harness()
-  const huge = JSON.stringify({ padding: 'x'.repeat(8 * 1024 * 1024) })
+  const huge = JSON.stringify({ padding: 'x'.repeat(maxReviewBytes) })
   const response = await app.inject({ method: 'POST', url: '/validate', payload: huge, headers: { 'content-type': 'application/json' } })
-  t.equal(response.statusCode, 400)
-  t.same(response.json(), errorReview('', 400, 'BadRequest', 'servicecidr-guard: the request body is larger than 7 MiB, which no AdmissionReview of a ServiceCIDR needs [SCG_BODY_TOO_LARGE]'))
+  t.equal(response.statusCode, 413)
+  t.equal(response.headers['connection'], 'close', 'the rest of the body is not read, so the connection is not reused')
+  t.same(response.json(), errorReview('', 413, 'RequestEntityTooLarge', `servicecidr-guard: the request body is larger than 6 MiB, which no AdmissionReview of a ServiceCIDR or Service needs (content-length ${huge.length}) [SCG_BODY_TOO_LARGE]`))
 })
 
-t.test('a 6 MiB AdmissionReview (within the limit) is reviewed', async (t) => {
+t.test('a review of exactly the largest size is reviewed; one byte more is refused', async (t) => {
   const { app } = harness()
-  const big = review('CREATE', 'big', ['34.118.224.0/24'])
-  ;(big['request'] as Record<string, unknown>)['options'] = { padding: 'x'.repeat(6 * 1024 * 1024) }
-  const response = await app.inject({ method: 'POST', url: '/validate', payload: big })
-  t.equal(response.statusCode, 200)
-  t.equal(response.json<{ response: { allowed: boolean } }>().response.allowed, true)
+  const sized = (bytes: number): string => {
+    const body = review('CREATE', 'big', ['34.118.224.0/24'])
+    const request = body['request'] as Record<string, unknown>
+    request['options'] = { padding: '' }
+    const padding = bytes - JSON.stringify(body).length
+    request['options'] = { padding: 'x'.repeat(padding) }
+    return JSON.stringify(body)
+  }
+  const largest = await app.inject({ method: 'POST', url: '/validate', payload: sized(maxReviewBytes), headers: { 'content-type': 'application/json' } })
+  t.equal(largest.statusCode, 200)
+  t.same(largest.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-big', allowed: true } })
+  const over = await app.inject({ method: 'POST', url: '/validate', payload: sized(maxReviewBytes + 1), headers: { 'content-type': 'application/json' } })
+  t.equal(over.statusCode, 413)
 })
 
 t.test('a failing reviewer answers 500 with the uid and the server keeps serving', async (t) => {

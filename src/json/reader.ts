@@ -1,0 +1,412 @@
+// A validating JSON reader that builds only the values it is asked for. JSON.parse builds every
+// value of a document, and a document can ask for a lot: 6 MiB of `[{},{},…]` is about 130 MiB
+// of heap and over a second of blocked event loop (docs/benchmarks.md, "Hostile input"). This
+// reader checks the whole document against the JSON grammar (RFC 8259), so it refuses exactly what
+// JSON.parse refuses, but materialises only the fields a Shape names; everything else is skipped
+// byte by byte, in time linear in its length and memory independent of it. No I/O.
+//
+// Strings are decoded from UTF-8 as Buffer#toString does it for JSON.parse (invalid sequences
+// become U+FFFD); the bytes the grammar cares about are ASCII, which no UTF-8 sequence contains, so
+// scanning bytes and parsing decoded text agree. Duplicate keys: the last one wins, as in JSON.parse.
+
+export type Shape = StringShape | BooleanShape | StringsShape | ObjectShape | ObjectsShape
+
+interface StringShape { readonly type: 'string' }
+interface BooleanShape { readonly type: 'boolean' }
+/** An array of strings, of at most `maxItems`: the one kind of list the webhook reads. */
+interface StringsShape { readonly type: 'strings', readonly maxItems: number }
+interface ObjectShape {
+  readonly type: 'object'
+  readonly fields: readonly { readonly name: string, readonly bytes: Buffer, readonly shape: Shape }[]
+  readonly nullable: boolean
+}
+/** An array of objects of one shape: the items of a Kubernetes list. */
+interface ObjectsShape { readonly type: 'objects', readonly item: ObjectShape }
+
+export const string: Shape = { type: 'string' }
+export const boolean: Shape = { type: 'boolean' }
+export const strings = (maxItems: number): Shape => ({ type: 'strings', maxItems })
+export const object = (fields: Readonly<Record<string, Shape>>, options: { nullable?: boolean } = {}): ObjectShape => ({
+  type: 'object',
+  fields: Object.entries(fields).map(([name, shape]) => ({ name, bytes: Buffer.from(name), shape })),
+  nullable: options.nullable ?? false,
+})
+export const objects = (item: ObjectShape): Shape => ({ type: 'objects', item })
+
+export type JSONType = 'null' | 'boolean' | 'number' | 'string' | 'array' | 'object'
+
+/** Found where a Shape asked for something else; the value was checked, skipped and not built. */
+export class Mismatch {
+  readonly expected: Shape['type']
+  readonly found: JSONType
+  /** For `strings` and `objects`: the first item of another type, or -1. */
+  readonly index: number
+  /** For `strings`: set when the array has more items than allowed. */
+  readonly tooMany: boolean
+
+  constructor(expected: Shape['type'], found: JSONType, index = -1, tooMany = false) {
+    this.expected = expected
+    this.found = found
+    this.index = index
+    this.tooMany = tooMany
+  }
+}
+
+/** What a Shape reads to: the values named, Mismatch where the document holds something else. */
+export type Value = string | boolean | null | readonly string[] | readonly ReadObject[] | Mismatch | ReadObject
+export interface ReadObject { readonly [field: string]: Value | undefined }
+
+/** The values read, with every Mismatch left out: for readers that take a field of the wrong type as absent. */
+export function withoutMismatches(value: Value): unknown {
+  if (value instanceof Mismatch) return undefined
+  if (Array.isArray(value)) return value.map((item: Value) => withoutMismatches(item))
+  if (typeof value !== 'object' || value === null) return value
+  const result: Record<string, unknown> = {}
+  for (const [field, item] of Object.entries(value as ReadObject)) {
+    if (item !== undefined && !(item instanceof Mismatch)) result[field] = withoutMismatches(item)
+  }
+  return result
+}
+
+export class JSONSyntaxError extends Error {
+  readonly offset: number
+
+  constructor(message: string, offset: number) {
+    super(`${message} at byte ${offset}`)
+    this.offset = offset
+  }
+}
+
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+const COMMA = 0x2c
+const COLON = 0x3a
+const LBRACE = 0x7b
+const RBRACE = 0x7d
+const LBRACKET = 0x5b
+const RBRACKET = 0x5d
+const MINUS = 0x2d
+const PLUS = 0x2b
+const DOT = 0x2e
+const ZERO = 0x30
+const NINE = 0x39
+const IN_OBJECT = 1
+const IN_ARRAY = 2
+
+const isDigit = (c: number | undefined): boolean => c !== undefined && c >= ZERO && c <= NINE
+
+function skipWhitespace(b: Buffer, i: number): number {
+  const n = b.length
+  while (i < n) {
+    const c = b[i]
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i
+    i++
+  }
+  return i
+}
+
+function fail(b: Buffer, i: number): never {
+  if (i >= b.length) throw new JSONSyntaxError('unexpected end of JSON', i)
+  throw new JSONSyntaxError(`unexpected ${JSON.stringify(String.fromCharCode(b[i] ?? 0))}`, i)
+}
+
+const HEX = new Uint8Array(128)
+for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1
+const ESCAPES = new Uint8Array(128)
+for (const c of '"\\/bfnrt') ESCAPES[c.charCodeAt(0)] = 1
+
+/**
+ * A reader's working state, made once per document: the escapes seen (a string without any is
+ * decoded without JSON.parse) and the nesting stack of skipValue, grown as a document needs.
+ */
+class Escapes {
+  count = 0
+  stack = new Uint8Array(64)
+}
+
+/** From the opening quote to just past the closing one. */
+function skipString(b: Buffer, i: number, escapes: Escapes): number {
+  const n = b.length
+  i++
+  while (i < n) {
+    const c = b[i] ?? 0
+    if (c === QUOTE) return i + 1
+    if (c === BACKSLASH) {
+      escapes.count++
+      const e = b[i + 1]
+      if (e === 0x75) {
+        for (let k = i + 2; k < i + 6; k++) if (k >= n || HEX[b[k] ?? 0] !== 1) fail(b, k)
+        i += 6
+      } else if (e !== undefined && e < 128 && ESCAPES[e] === 1) {
+        i += 2
+      } else {
+        fail(b, i + 1)
+      }
+    } else if (c < 0x20) {
+      fail(b, i)
+    } else {
+      i++
+    }
+  }
+  return fail(b, i)
+}
+
+function skipNumber(b: Buffer, i: number): number {
+  if (b[i] === MINUS) i++
+  if (b[i] === ZERO) i++
+  else if (isDigit(b[i])) while (isDigit(b[i])) i++
+  else fail(b, i)
+  if (b[i] === DOT) {
+    i++
+    if (!isDigit(b[i])) fail(b, i)
+    while (isDigit(b[i])) i++
+  }
+  if (b[i] === 0x65 || b[i] === 0x45) {
+    i++
+    if (b[i] === PLUS || b[i] === MINUS) i++
+    if (!isDigit(b[i])) fail(b, i)
+    while (isDigit(b[i])) i++
+  }
+  return i
+}
+
+function skipLiteral(b: Buffer, i: number, literal: string): number {
+  for (let k = 0; k < literal.length; k++) if (b[i + k] !== literal.charCodeAt(k)) fail(b, i + k)
+  return i + literal.length
+}
+
+/** A key and its colon, from the opening quote; returns the position after the colon. */
+function skipKey(b: Buffer, i: number, escapes: Escapes): number {
+  if (b[i] !== QUOTE) fail(b, i)
+  i = skipWhitespace(b, skipString(b, i, escapes))
+  if (b[i] !== COLON) fail(b, i)
+  return i + 1
+}
+
+/**
+ * Checks one value from `start` (whitespace allowed before it) and returns the position after
+ * it. Iterative, with an explicit stack, so nesting depth costs a byte a level, not a stack frame.
+ */
+function skipValue(b: Buffer, start: number, escapes: Escapes): number {
+  const n = b.length
+  let stack = escapes.stack
+  let depth = 0
+  let i = start
+  for (;;) {
+    i = skipWhitespace(b, i)
+    const c = b[i]
+    if (c === QUOTE) {
+      i = skipString(b, i, escapes)
+    } else if (c === LBRACE || c === LBRACKET) {
+      i = skipWhitespace(b, i + 1)
+      if (b[i] === (c === LBRACE ? RBRACE : RBRACKET)) {
+        i++
+      } else {
+        if (depth === stack.length) {
+          const grown = new Uint8Array(depth * 2)
+          grown.set(stack)
+          stack = grown
+          escapes.stack = grown
+        }
+        stack[depth++] = c === LBRACE ? IN_OBJECT : IN_ARRAY
+        if (c === LBRACE) i = skipKey(b, i, escapes)
+        continue
+      }
+    } else if (c === 0x74) {
+      i = skipLiteral(b, i, 'true')
+    } else if (c === 0x66) {
+      i = skipLiteral(b, i, 'false')
+    } else if (c === 0x6e) {
+      i = skipLiteral(b, i, 'null')
+    } else if (c === MINUS || isDigit(c)) {
+      i = skipNumber(b, i)
+    } else {
+      fail(b, i)
+    }
+    // After a value: close what ends here, until the next element or the end of this value.
+    for (;;) {
+      if (depth === 0) return i
+      i = skipWhitespace(b, i)
+      if (i >= n) fail(b, i)
+      const d = b[i++]
+      const inObject = stack[depth - 1] === IN_OBJECT
+      if (d === COMMA) {
+        if (inObject) i = skipKey(b, skipWhitespace(b, i), escapes)
+        break
+      }
+      if (d !== (inObject ? RBRACE : RBRACKET)) fail(b, i - 1)
+      depth--
+    }
+  }
+}
+
+function typeAt(c: number | undefined): JSONType {
+  switch (c) {
+    case LBRACE: return 'object'
+    case LBRACKET: return 'array'
+    case QUOTE: return 'string'
+    case 0x74: case 0x66: return 'boolean'
+    case 0x6e: return 'null'
+    default: return 'number'
+  }
+}
+
+class Reader {
+  private readonly b: Buffer
+  private pos = 0
+  private readonly escapes = new Escapes()
+
+  constructor(bytes: Buffer) {
+    this.b = bytes
+  }
+
+  document(shape: Shape): Value {
+    const value = this.value(shape)
+    this.pos = skipWhitespace(this.b, this.pos)
+    if (this.pos !== this.b.length) fail(this.b, this.pos)
+    return value
+  }
+
+  private mismatch(shape: Shape): Mismatch {
+    const found = typeAt(this.b[this.pos])
+    this.pos = skipValue(this.b, this.pos, this.escapes)
+    return new Mismatch(shape.type, found)
+  }
+
+  private value(shape: Shape): Value {
+    this.pos = skipWhitespace(this.b, this.pos)
+    const c = this.b[this.pos]
+    switch (shape.type) {
+      case 'string':
+        return c === QUOTE ? this.string() : this.mismatch(shape)
+      case 'boolean':
+        if (c === 0x74 || c === 0x66) return this.literal(c === 0x74 ? 'true' : 'false') === 'true'
+        return this.mismatch(shape)
+      case 'strings':
+        return c === LBRACKET ? this.strings(shape.maxItems) : this.mismatch(shape)
+      case 'objects':
+        return c === LBRACKET ? this.objects(shape.item) : this.mismatch(shape)
+      case 'object':
+        if (c === 0x6e && shape.nullable) {
+          this.literal('null')
+          return null
+        }
+        return c === LBRACE ? this.object(shape) : this.mismatch(shape)
+    }
+  }
+
+  private literal(text: string): string {
+    this.pos = skipLiteral(this.b, this.pos, text)
+    return text
+  }
+
+  /** A string from its opening quote, decoded as JSON.parse decodes it. */
+  private string(): string {
+    const start = this.pos
+    const before = this.escapes.count
+    this.pos = skipString(this.b, start, this.escapes)
+    if (this.escapes.count === before) return this.b.toString('utf8', start + 1, this.pos - 1)
+    return JSON.parse(this.b.toString('utf8', start, this.pos)) as string
+  }
+
+  private strings(maxItems: number): readonly string[] | Mismatch {
+    const items: string[] = []
+    let index = -1
+    let count = 0
+    this.pos = skipWhitespace(this.b, this.pos + 1)
+    if (this.b[this.pos] === RBRACKET) {
+      this.pos++
+      return items
+    }
+    for (;;) {
+      this.pos = skipWhitespace(this.b, this.pos)
+      if (this.b[this.pos] === QUOTE && index === -1 && count < maxItems) items.push(this.string())
+      else {
+        if (this.b[this.pos] !== QUOTE && index === -1) index = count
+        this.pos = skipValue(this.b, this.pos, this.escapes)
+      }
+      count++
+      this.pos = skipWhitespace(this.b, this.pos)
+      const d = this.b[this.pos++]
+      if (d === RBRACKET) break
+      if (d !== COMMA) fail(this.b, this.pos - 1)
+    }
+    if (index !== -1) return new Mismatch('strings', 'array', index)
+    if (count > maxItems) return new Mismatch('strings', 'array', -1, true)
+    return items
+  }
+
+  private objects(item: ObjectShape): readonly ReadObject[] | Mismatch {
+    const items: ReadObject[] = []
+    let index = -1
+    this.pos = skipWhitespace(this.b, this.pos + 1)
+    if (this.b[this.pos] === RBRACKET) {
+      this.pos++
+      return items
+    }
+    for (let count = 0; ; count++) {
+      this.pos = skipWhitespace(this.b, this.pos)
+      if (this.b[this.pos] === LBRACE && index === -1) items.push(this.object(item))
+      else {
+        if (this.b[this.pos] !== LBRACE && index === -1) index = count
+        this.pos = skipValue(this.b, this.pos, this.escapes)
+      }
+      this.pos = skipWhitespace(this.b, this.pos)
+      const d = this.b[this.pos++]
+      if (d === RBRACKET) break
+      if (d !== COMMA) fail(this.b, this.pos - 1)
+    }
+    return index === -1 ? items : new Mismatch('objects', 'array', index)
+  }
+
+  private object(shape: ObjectShape): ReadObject {
+    const result: Record<string, Value> = {}
+    const b = this.b
+    this.pos = skipWhitespace(b, this.pos + 1)
+    if (b[this.pos] === RBRACE) {
+      this.pos++
+      return result
+    }
+    for (;;) {
+      this.pos = skipWhitespace(b, this.pos)
+      if (b[this.pos] !== QUOTE) fail(b, this.pos)
+      const field = this.field(shape)
+      this.pos = skipWhitespace(b, this.pos)
+      if (b[this.pos] !== COLON) fail(b, this.pos)
+      this.pos++
+      if (field === undefined) this.pos = skipValue(b, this.pos, this.escapes)
+      else result[field.name] = this.value(field.shape)
+      this.pos = skipWhitespace(b, this.pos)
+      const d = b[this.pos++]
+      if (d === RBRACE) return result
+      if (d !== COMMA) fail(b, this.pos - 1)
+    }
+  }
+
+  /** The key at the current position, matched against the shape's fields without decoding it when it holds no escape. */
+  private field(shape: ObjectShape): ObjectShape['fields'][number] | undefined {
+    const b = this.b
+    const start = this.pos
+    const before = this.escapes.count
+    this.pos = skipString(b, start, this.escapes)
+    if (this.escapes.count !== before) {
+      const key = JSON.parse(b.toString('utf8', start, this.pos)) as string
+      return shape.fields.find((field) => field.name === key)
+    }
+    // Compared byte by byte here: for keys this short, a call into Buffer#compare costs more.
+    const length = this.pos - start - 2
+    for (const field of shape.fields) {
+      const name = field.bytes
+      if (name.length !== length) continue
+      let k = 0
+      while (k < length && name[k] === b[start + 1 + k]) k++
+      if (k === length) return field
+    }
+    return undefined
+  }
+}
+
+/** Reads `bytes` as one JSON document of the given shape. Throws JSONSyntaxError for anything JSON.parse would refuse. */
+export function readJSON(bytes: Buffer, shape: Shape): Value {
+  return new Reader(bytes).document(shape)
+}
