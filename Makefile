@@ -9,9 +9,11 @@ PROMTOOL_VERSION ?= v0.316.0
 
 # Kubernetes version for local-up and e2e-local.
 KUBE_VERSION ?= $(DEFAULT_KUBE_VERSION)
-# Passed to hack/local/up.sh when set: the policy file and the service range of the local cluster.
+# Passed to hack/local/up.sh when set: the policy file and the service range of the local cluster, and
+# WEBHOOK=image to run the webhook from the image IMG instead of a local process.
 POLICY ?=
 SERVICE_CIDR ?=
+WEBHOOK ?=
 # Where hack/local/up.sh keeps the local control plane's state (its env file names KUBECONFIG).
 LOCAL_DIR ?= $(CURDIR)/.local
 
@@ -71,8 +73,9 @@ lint-shell: ## shellcheck every bash script under hack/ and .ci/.
 	shellcheck -x -P SCRIPTDIR $$(grep -rlE '^#!/usr/bin/env bash|^# shellcheck shell=bash' hack .ci)
 
 .PHONY: test
-test: ## The suite CI runs: type check, lint, unit tests, then the e2e suite on a local control plane.
+test: ## The suite CI runs: type check, lint (eslint, shellcheck), unit tests, then the e2e suite on a local control plane.
 	npm test
+	$(MAKE) lint-shell
 	$(MAKE) e2e-local
 
 .PHONY: test-unit
@@ -123,9 +126,13 @@ e2e: ## Run the e2e suite against the running local-up, or any cluster: make e2e
 	@$(call run-e2e,any)
 
 .PHONY: e2e-local
-e2e-local: ## local-up, e2e, local-down (always), with phase times (hack/local/e2e.sh; POLICY, E2E_REQUIRE).
+e2e-local: ## local-up, e2e, local-down (always), with phase times (hack/local/e2e.sh; POLICY, E2E_REQUIRE, WEBHOOK=image).
 	KUBE_VERSION=$(KUBE_VERSION) LOCAL_DIR=$(LOCAL_DIR) $(if $(POLICY),POLICY=$(POLICY)) \
-	  $(if $(E2E_REQUIRE),E2E_REQUIRE=$(E2E_REQUIRE)) hack/local/e2e.sh
+	  $(if $(E2E_REQUIRE),E2E_REQUIRE=$(E2E_REQUIRE)) $(if $(WEBHOOK),WEBHOOK=$(WEBHOOK) WEBHOOK_IMAGE=$(IMG)) hack/local/e2e.sh
+
+.PHONY: e2e-image
+e2e-image: image ## Build the image IMG, then e2e-local with the webhook running from it (WEBHOOK=image).
+	$(MAKE) e2e-local WEBHOOK=image IMG=$(IMG)
 
 .PHONY: e2e-beta
 e2e-beta: ## e2e-local on BETA_KUBE_VERSION; fails unless networking.k8s.io/v1beta1 was covered.

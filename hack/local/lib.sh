@@ -10,6 +10,7 @@
 #   etcd/                     etcd data
 #   cmd/COMPONENT             the exact argv of each component, NUL-separated, so a restart reuses it
 #   pids/COMPONENT            "PID STARTTIME" of each process we started
+#   containers/COMPONENT      the container a component runs in (WEBHOOK=image), if any
 #   logs/COMPONENT.log        stdout and stderr of each component
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -88,6 +89,18 @@ start_component() {
   echo "$pid $start" >"$LOCAL_DIR/pids/$c"
 }
 
+# Removes the container COMPONENT ran in, if it is left: `docker run` passes SIGTERM on and removes
+# the container (--rm) when it exits, but a `docker run` killed with SIGKILL leaves it running.
+remove_container() {
+  local name
+  [[ -f $LOCAL_DIR/containers/$1 ]] || return 0
+  name=$(cat "$LOCAL_DIR/containers/$1")
+  if docker container inspect "$name" >/dev/null 2>&1; then
+    log "removing container $name"
+    docker rm -f "$name" >/dev/null
+  fi
+}
+
 # Stops COMPONENT if it is the process we started: SIGTERM, then SIGKILL after a grace period.
 stop_component() {
   local c=$1 pid grace=${STOP_GRACE_SECONDS:-20}
@@ -97,6 +110,7 @@ stop_component() {
       log "pid $pid is no longer our $c (it exited, or the PID was reused); leaving it alone"
       rm -f "$LOCAL_DIR/pids/$c"
     fi
+    remove_container "$c"
     return 0
   fi
   log "stopping $c (pid $pid)"
@@ -110,6 +124,7 @@ stop_component() {
     kill -KILL "$pid" 2>/dev/null || true
     while component_pid "$c" >/dev/null; do sleep 0.1; done
   fi
+  remove_container "$c"
   rm -f "$LOCAL_DIR/pids/$c"
 }
 

@@ -6,6 +6,7 @@
 #
 #   hack/local/up.sh                          everything, Kubernetes $DEFAULT_KUBE_VERSION
 #   WEBHOOK=0 hack/local/up.sh                the control plane only
+#   WEBHOOK=image hack/local/up.sh            the webhook from its container image (make image)
 #   KUBE_VERSION=v1.34.4 hack/local/up.sh     another Kubernetes (built and cached on first use)
 #
 # Variables (all optional):
@@ -13,7 +14,10 @@
 #   SERVICE_CIDR         --service-cluster-ip-range, becomes the default ServiceCIDR "kubernetes"
 #                        (default 10.96.0.0/28: 14 usable addresses, as in the GKE walkthrough)
 #   ENABLE_BETA          1 serves networking.k8s.io/v1beta1 (default 1 on 1.31-1.36; impossible on 1.37+)
-#   WEBHOOK              1 starts and registers servicecidr-guard (default), 0 skips it
+#   WEBHOOK              1 starts and registers servicecidr-guard as a local process (default);
+#                        image runs it from WEBHOOK_IMAGE as the Deployment does (read-only root, user
+#                        65532, no capabilities; host network); 0 skips it
+#   WEBHOOK_IMAGE        the image for WEBHOOK=image (default servicecidr-guard:<package.json version>)
 #   POLICY               policy file for the webhook (default config/policies/gke-beta.yaml)
 #   WEBHOOK_MANIFESTS    kustomize directory or manifest file holding the ValidatingWebhookConfiguration
 #                        (default config/webhook)
@@ -47,6 +51,7 @@ POLICY=${POLICY:-$repo_root/config/policies/gke-beta.yaml}
 WEBHOOK_MANIFESTS=${WEBHOOK_MANIFESTS:-$repo_root/config/webhook}
 WEBHOOK_MAIN=${WEBHOOK_MAIN:-$repo_root/dist/main.js}
 WEBHOOK_BUILD=${WEBHOOK_BUILD:-1}
+WEBHOOK_IMAGE=${WEBHOOK_IMAGE:-servicecidr-guard:$(jq -r .version "$repo_root/package.json")}
 ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT:-22379}
 ETCD_PEER_PORT=${ETCD_PEER_PORT:-22380}
 APISERVER_PORT=${APISERVER_PORT:-26443}
@@ -104,12 +109,17 @@ else
 fi
 
 ports=("$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT")
-[[ $WEBHOOK == 1 ]] && ports+=("$WEBHOOK_PORT" "$WEBHOOK_HEALTH_PORT")
+[[ $WEBHOOK =~ ^(0|1|image)$ ]] || die "WEBHOOK must be 1 (a local process), image (the container image) or 0 (none), not '$WEBHOOK'"
+[[ $WEBHOOK != 0 ]] && ports+=("$WEBHOOK_PORT" "$WEBHOOK_HEALTH_PORT")
 for p in "${ports[@]}"; do
   [[ -z $(ss -Hltn "sport = :$p") ]] || die "port $p is already in use on this machine; choose others (see the port variables at the top of $0)"
 done
 
-if [[ $WEBHOOK == 1 ]]; then
+if [[ $WEBHOOK == image ]]; then
+  docker=$(command -v docker) || die "WEBHOOK=image needs the docker CLI (make container-engine)"
+  "$docker" image inspect "$WEBHOOK_IMAGE" >/dev/null 2>&1 || die "image $WEBHOOK_IMAGE not found: make image IMG=$WEBHOOK_IMAGE"
+fi
+if [[ $WEBHOOK != 0 ]]; then
   node=$repo_root/node_modules/.bin/node
   [[ -x $node ]] || die "$node not found: run npm ci (the webhook runs on npm's Node 24, not the system node)"
   [[ $("$node" --version) == v24.* ]] || die "$node is $("$node" --version), expected Node 24"
@@ -124,7 +134,7 @@ if [[ -d $LOCAL_DIR && ! -f $marker && -n $(ls -A "$LOCAL_DIR") ]]; then
   die "$LOCAL_DIR exists, is not empty and was not made by local-up; refusing to wipe it (set LOCAL_DIR)"
 fi
 rm -rf "$LOCAL_DIR"
-mkdir -p "$LOCAL_DIR"/{pki,etcd,apiserver,cmd,pids,logs}
+mkdir -p "$LOCAL_DIR"/{pki,etcd,apiserver,cmd,pids,logs,containers}
 touch "$marker"
 t0=$(date +%s.%N)
 
@@ -249,6 +259,8 @@ write_env() {
     env_var WEBHOOK_URL "https://127.0.0.1:$WEBHOOK_PORT/validate"
     env_var WEBHOOK_CA_CERT "$pki/webhook-ca.crt"
     env_var WEBHOOK_CONFIGURATIONS "${webhook_configurations:-}"
+    env_var WEBHOOK_POLICY "${webhook_policy:-}"
+    env_var WEBHOOK_IMAGE "$([[ $WEBHOOK == image ]] && echo "$WEBHOOK_IMAGE")"
     local c pid
     for c in "${components[@]}"; do
       pid=''
@@ -329,23 +341,49 @@ wait_until kube-controller-manager 60 "the ServiceCIDR finalizer on 'kubernetes'
 write_env
 
 # --- servicecidr-guard -------------------------------------------------------------------------------
-if [[ $WEBHOOK == 1 ]]; then
-  if [[ $WEBHOOK_BUILD == 1 ]]; then
+# webhook_argv: the command line of the webhook, a local process or its image; the same flags either way.
+webhook_argv() {
+  local files=() flags=(--host 127.0.0.1 --port "$WEBHOOK_PORT" --health-port "$WEBHOOK_HEALTH_PORT")
+  if [[ $WEBHOOK == 1 ]]; then
+    # The webhook reads the cluster with the admin kubeconfig.
+    webhook_policy=$POLICY
+    argv=("$node" "$WEBHOOK_MAIN" serve --policy "$POLICY" --tls-cert "$pki/webhook.crt" --tls-key "$pki/webhook.key"
+      --kubeconfig "$LOCAL_DIR/kubeconfig" "${flags[@]}")
+    return
+  fi
+  # The image, run as config/manager/manager.yaml runs it: user 65532, read-only root, no
+  # capabilities, the Deployment's NODE_OPTIONS. What a Pod mounts (policy ConfigMap, TLS Secret,
+  # service account) is one folder readable by our group, which the container joins: the private
+  # keys are never world-readable. The host network lets it reach the apiserver on 127.0.0.1 and
+  # serve there. `docker run` stays attached, so it is the process local-ctl.sh starts and stops:
+  # it passes SIGTERM on to the server (--sig-proxy, the default) and exits with its code.
+  local mount=$LOCAL_DIR/webhook node_options
+  mkdir -p "$mount/policy"
+  cp "$POLICY" "$mount/policy/policy.yaml"
+  cp "$pki/webhook.crt" "$pki/webhook.key" "$LOCAL_DIR/kubeconfig" "$mount/"
+  chmod 0750 "$mount" "$mount/policy"
+  chmod 0640 "$mount/policy/policy.yaml" "$mount/webhook.crt" "$mount/webhook.key" "$mount/kubeconfig"
+  webhook_policy=$mount/policy/policy.yaml
+  node_options=$(awk '/name: NODE_OPTIONS/ { getline; sub(/.*value: */, ""); print; exit }' "$repo_root/config/manager/manager.yaml")
+  echo "scg-local-webhook-$WEBHOOK_PORT" >"$LOCAL_DIR/containers/webhook"
+  files=(--policy /etc/servicecidr-guard/policy/policy.yaml --tls-cert /etc/servicecidr-guard/webhook.crt
+    --tls-key /etc/servicecidr-guard/webhook.key --kubeconfig /etc/servicecidr-guard/kubeconfig)
+  argv=("$docker" run --rm --name "scg-local-webhook-$WEBHOOK_PORT" --network host
+    --read-only --user 65532:65532 --group-add "$(id -g)" --cap-drop ALL --security-opt no-new-privileges
+    -e "NODE_OPTIONS=$node_options" -v "$mount:/etc/servicecidr-guard:ro" "$WEBHOOK_IMAGE" serve "${files[@]}" "${flags[@]}")
+}
+
+if [[ $WEBHOOK != 0 ]]; then
+  if [[ $WEBHOOK == 1 && $WEBHOOK_BUILD == 1 ]]; then
     log "npm run build"
     (cd "$repo_root" && npm run --silent build) >"$LOCAL_DIR/logs/build.log" 2>&1 ||
       { LOG_TAIL_LINES=30 tail_log build; die "npm run build failed"; }
   fi
-  [[ -f $WEBHOOK_MAIN ]] || die "$WEBHOOK_MAIN not found after the build"
+  [[ $WEBHOOK == image || -f $WEBHOOK_MAIN ]] || die "$WEBHOOK_MAIN not found after the build"
 
-  # The webhook reads the cluster with the admin kubeconfig.
-  launch webhook "$node" "$WEBHOOK_MAIN" serve \
-    --policy "$POLICY" \
-    --tls-cert "$pki/webhook.crt" \
-    --tls-key "$pki/webhook.key" \
-    --host 127.0.0.1 \
-    --port "$WEBHOOK_PORT" \
-    --health-port "$WEBHOOK_HEALTH_PORT" \
-    --kubeconfig "$LOCAL_DIR/kubeconfig"
+  argv=()
+  webhook_argv
+  launch webhook "${argv[@]}"
 
   # Register it from the real manifests, rewritten for a local process: the apiserver reaches the webhook
   # by URL (a `service:` reference needs kube-proxy), and trusts our webhook CA directly instead of a
@@ -373,5 +411,10 @@ if [[ $WEBHOOK == 1 ]]; then
 fi
 
 trap - EXIT
-log "up in $(since "$t0")s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, ServiceCIDR $SERVICE_CIDR, webhook $([[ $WEBHOOK == 1 ]] && echo "https://127.0.0.1:$WEBHOOK_PORT/validate" || echo off)"
+case $WEBHOOK in
+  1) webhook_summary="https://127.0.0.1:$WEBHOOK_PORT/validate (local process)" ;;
+  image) webhook_summary="https://127.0.0.1:$WEBHOOK_PORT/validate (image $WEBHOOK_IMAGE)" ;;
+  *) webhook_summary=off ;;
+esac
+log "up in $(since "$t0")s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, ServiceCIDR $SERVICE_CIDR, webhook $webhook_summary"
 usage_hint

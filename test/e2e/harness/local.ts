@@ -67,8 +67,14 @@ export class LocalHarness implements Harness {
     await this.cluster.waitApiserverReady()
   }
 
-  /** The --policy argument the webhook was started with, from its recorded command line. */
+  /**
+   * The policy file the webhook reads, on this machine: WEBHOOK_POLICY in $LOCAL_DIR/env (with
+   * WEBHOOK=image, the copy in the folder mounted into the container), else the --policy argument
+   * of its recorded command line.
+   */
   policyPath(): string {
+    const fromEnv = this.env['WEBHOOK_POLICY']
+    if (fromEnv) return fromEnv
     const argv = readFileSync(join(this.dir, 'cmd/webhook'), 'utf8').split('\0')
     const at = argv.indexOf('--policy')
     const path = at >= 0 ? argv[at + 1] : undefined
@@ -120,6 +126,6 @@ export class LocalHarness implements Harness {
   }
 
   describe(): Record<string, string> {
-    return { target: 'local', kubeVersion: this.env['KUBE_VERSION'] ?? '', etcdVersion: this.env['ETCD_VERSION'] ?? '', serviceCIDR: this.env['SERVICE_CIDR'] ?? '', policy: this.policyPath() }
+    return { target: 'local', kubeVersion: this.env['KUBE_VERSION'] ?? '', etcdVersion: this.env['ETCD_VERSION'] ?? '', serviceCIDR: this.env['SERVICE_CIDR'] ?? '', policy: this.policyPath(), webhook: this.env['WEBHOOK_IMAGE'] ? `image ${this.env['WEBHOOK_IMAGE']}` : 'local process' }
   }
 }
