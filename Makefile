@@ -9,11 +9,14 @@ PROMTOOL_VERSION ?= v0.316.0
 
 # Kubernetes version for local-up and e2e-local.
 KUBE_VERSION ?= $(DEFAULT_KUBE_VERSION)
-# Passed to hack/local/up.sh when set: the policy file and the service range of the local cluster, and
-# WEBHOOK=image to run the webhook from the image IMG instead of a local process.
+# Passed to hack/local/up.sh when set: the policy file, the service range of the local cluster,
+# WEBHOOK=image to run the webhook from the image IMG instead of local processes, how many webhook
+# replicas run behind the round robin, and whether they share reservations (1, 0).
 POLICY ?=
 SERVICE_CIDR ?=
 WEBHOOK ?=
+WEBHOOK_REPLICAS ?=
+SHARED_RESERVATION ?=
 # Where hack/local/up.sh keeps the local control plane's state (its env file names KUBECONFIG).
 LOCAL_DIR ?= $(CURDIR)/.local
 
@@ -93,10 +96,11 @@ control-plane: ## Build (or find cached) kube-apiserver, kube-controller-manager
 	KUBE_VERSION=$(KUBE_VERSION) hack/control-plane/build.sh
 
 .PHONY: local-up
-local-up: ## Start etcd, kube-apiserver, kube-controller-manager and the webhook locally (KUBE_VERSION, POLICY, SERVICE_CIDR).
+local-up: ## Start etcd, kube-apiserver, kube-controller-manager and the webhook replicas locally (KUBE_VERSION, POLICY, SERVICE_CIDR, WEBHOOK_REPLICAS, SHARED_RESERVATION).
 	KUBE_VERSION=$(KUBE_VERSION) LOCAL_DIR=$(LOCAL_DIR) \
 	  $(if $(POLICY),POLICY=$(POLICY)) $(if $(SERVICE_CIDR),SERVICE_CIDR=$(SERVICE_CIDR)) \
-	  hack/local/up.sh
+	  $(if $(WEBHOOK_REPLICAS),WEBHOOK_REPLICAS=$(WEBHOOK_REPLICAS)) $(if $(SHARED_RESERVATION),SHARED_RESERVATION=$(SHARED_RESERVATION)) \
+	  $(if $(WEBHOOK),WEBHOOK=$(WEBHOOK) WEBHOOK_IMAGE=$(IMG)) hack/local/up.sh
 
 .PHONY: local-down
 local-down: ## Stop the local control plane.
@@ -126,13 +130,19 @@ e2e: ## Run the e2e suite against the running local-up, or any cluster: make e2e
 	@$(call run-e2e,any)
 
 .PHONY: e2e-local
-e2e-local: ## local-up, e2e, local-down (always), with phase times (hack/local/e2e.sh; POLICY, E2E_REQUIRE, WEBHOOK=image).
+e2e-local: ## local-up, e2e, local-down (always), with phase times (hack/local/e2e.sh; POLICY, E2E_REQUIRE, WEBHOOK=image, WEBHOOK_REPLICAS, SHARED_RESERVATION).
 	KUBE_VERSION=$(KUBE_VERSION) LOCAL_DIR=$(LOCAL_DIR) $(if $(POLICY),POLICY=$(POLICY)) \
-	  $(if $(E2E_REQUIRE),E2E_REQUIRE=$(E2E_REQUIRE)) $(if $(WEBHOOK),WEBHOOK=$(WEBHOOK) WEBHOOK_IMAGE=$(IMG)) hack/local/e2e.sh
+	  $(if $(E2E_REQUIRE),E2E_REQUIRE=$(E2E_REQUIRE)) $(if $(WEBHOOK),WEBHOOK=$(WEBHOOK) WEBHOOK_IMAGE=$(IMG)) \
+	  $(if $(WEBHOOK_REPLICAS),WEBHOOK_REPLICAS=$(WEBHOOK_REPLICAS)) \
+	  $(if $(SHARED_RESERVATION),SHARED_RESERVATION=$(SHARED_RESERVATION)) hack/local/e2e.sh
 
 .PHONY: e2e-image
-e2e-image: image ## Build the image IMG, then e2e-local with the webhook running from it (WEBHOOK=image).
+e2e-image: image ## Build the image IMG, then e2e-local with the webhook replicas running from it (WEBHOOK=image).
 	$(MAKE) e2e-local WEBHOOK=image IMG=$(IMG)
+
+.PHONY: e2e-race-off
+e2e-race-off: ## e2e-local with the replicas' shared reservation off: 09-replicas must then find overlapping ranges admitted twice.
+	$(MAKE) e2e-local SHARED_RESERVATION=0 E2E_SUMMARY=$(or $(E2E_SUMMARY),.e2e/summary-race-off.json)
 
 .PHONY: e2e-beta
 e2e-beta: ## e2e-local on BETA_KUBE_VERSION; fails unless networking.k8s.io/v1beta1 was covered.

@@ -65,6 +65,20 @@ WEBHOOK=0 LOCAL_DIR=$out/local ETCD_CLIENT_PORT=$((base + 379)) ETCD_PEER_PORT=$
   APISERVER_PORT=$((base + 443)) "$repo/hack/local/up.sh" 2>"$out/local-up.log" ||
   { tail -n 30 "$out/local-up.log" >&2; die "local control plane did not start"; }
 
+# The objects the Deployment relies on in the cluster: its Namespace and the shared reservations
+# Lease (config/manager/reservations.yaml), from the same kustomization users apply.
+kubectl=$(sed -n 's/^KUBECTL=//p' "$out/local/env")
+"$kubectl" kustomize config/default >"$out/default.yaml"
+node_modules/.bin/node --input-type=module -e '
+  import { parseAllDocuments } from "yaml"
+  import { readFileSync } from "node:fs"
+  const items = parseAllDocuments(readFileSync(process.argv[1], "utf8")).map((doc) => doc.toJS())
+    .filter((object) => object !== null && (object.kind === "Namespace" || object.kind === "Lease"))
+  process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "List", items }))
+' "$out/default.yaml" >"$out/cluster-objects.json"
+namespace=$(jq -r '[.items[] | select(.kind == "Lease")] | if length == 1 then .[0].metadata.namespace else error("expected one Lease in config/default") end' "$out/cluster-objects.json")
+"$kubectl" --kubeconfig "$out/local/kubeconfig" apply -f "$out/cluster-objects.json" >/dev/null
+
 # What the Pod mounts, readable by the image's user: the policy (a ConfigMap in a Pod), a serving
 # certificate (the cert-manager Secret) and a kubeconfig (the service account in a Pod). Files,
 # not symlinks out of the folder: the container sees only the mount.
@@ -83,11 +97,11 @@ prestop=$(awk '/preStop:/ { p = 1 } p && /seconds:/ { print $2; exit }' config/m
 node_options=$(awk '/name: NODE_OPTIONS/ { getline; sub(/.*value: */, ""); print; exit }' config/manager/manager.yaml)
 [[ -n $grace && -n $prestop ]] || die "could not read terminationGracePeriodSeconds / preStop from config/manager/manager.yaml"
 
-log "docker run $img (read-only, --user 65532:65532, --cap-drop ALL, no-new-privileges)"
+log "docker run $img (read-only, --user 65532:65532, --cap-drop ALL, no-new-privileges, POD_NAMESPACE=$namespace)"
 started=$(date +%s%N)
 docker run -d --name "$container" --network host \
   --read-only --user 65532:65532 --group-add "$(id -g)" --cap-drop ALL --security-opt no-new-privileges \
-  -e NODE_OPTIONS="$node_options" \
+  -e NODE_OPTIONS="$node_options" -e POD_NAMESPACE="$namespace" \
   -v "$mount:/etc/servicecidr-guard:ro" "$img" serve \
   --policy /etc/servicecidr-guard/policy.yaml --tls-cert /etc/servicecidr-guard/tls.crt \
   --tls-key /etc/servicecidr-guard/tls.key --kubeconfig /etc/servicecidr-guard/kubeconfig \

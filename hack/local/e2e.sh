@@ -6,6 +6,8 @@
 #
 #   hack/local/e2e.sh                                        Kubernetes $DEFAULT_KUBE_VERSION
 #   KUBE_VERSION=v1.34.4 E2E_REQUIRE=v1beta1 hack/local/e2e.sh   the v1beta1 API too, and fail without it
+#   SHARED_RESERVATION=0 hack/local/e2e.sh                   replicas that do not share reservations:
+#                                                            09-replicas then expects double admits
 #
 # Variables (all optional):
 #   KUBE_VERSION   passed to local-up (default: DEFAULT_KUBE_VERSION in hack/versions.env)
@@ -15,7 +17,8 @@
 #                  file of the repository; E2E_POLICY tells the suite the original to restore.
 #   E2E_REQUIRE    comma-separated items the run must cover (v1beta1), else it fails
 #   E2E_SUMMARY    where the summary JSON goes (default .e2e/summary.json)
-#   LOCAL_DIR, SERVICE_CIDR, ports: as for hack/local/up.sh; KEEP_STATE=1 keeps $LOCAL_DIR afterwards
+#   LOCAL_DIR, SERVICE_CIDR, WEBHOOK, WEBHOOK_REPLICAS, SHARED_RESERVATION, ports: as for
+#                  hack/local/up.sh; KEEP_STATE=1 keeps $LOCAL_DIR afterwards
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,7 +60,7 @@ finish() {
 trap finish EXIT
 
 t=$(now)
-log "local-up (KUBE_VERSION=${KUBE_VERSION:-default}, policy: copy of $policy)"
+log "local-up (KUBE_VERSION=${KUBE_VERSION:-default}, WEBHOOK=${WEBHOOK:-process}, WEBHOOK_REPLICAS=${WEBHOOK_REPLICAS:-2}, SHARED_RESERVATION=${SHARED_RESERVATION:-1}, policy: copy of $policy)"
 POLICY=$scratch/policy.yaml "$here/up.sh"
 phases+=("local-up $(elapsed "$t" "$(now)") s")
 

@@ -6,6 +6,8 @@
 #   .servicecidr-guard-local  marker: only a directory holding it is ever wiped
 #   env                       KEY=value lines for people and the e2e suite (KUBECONFIG, ports, ...)
 #   kubeconfig                admin (O=system:masters) kubeconfig
+#   webhook.kubeconfig        the webhook's: its ServiceAccount's identity, so it has exactly the
+#                             permissions config/rbac grants in a cluster
 #   pki/                      certificates and keys
 #   etcd/                     etcd data
 #   cmd/COMPONENT             the exact argv of each component, NUL-separated, so a restart reuses it
@@ -19,21 +21,49 @@ LOCAL_DIR=${LOCAL_DIR:-$repo_root/.local}
 # shellcheck disable=SC2034 # marker and components are read by the scripts that source this file
 marker=$LOCAL_DIR/.servicecidr-guard-local
 
-# Start order; stop goes the other way.
-# shellcheck disable=SC2034
-components=(etcd kube-apiserver kube-controller-manager webhook)
+# The components local-up recorded, in start order (stop goes the other way): the control plane,
+# each webhook replica (webhook-1, webhook-2, ...), and the round-robin proxy in front of the
+# replicas when there are several (webhook-proxy).
+list_components() {
+  local cmd
+  printf '%s\n' etcd kube-apiserver kube-controller-manager
+  for cmd in "$LOCAL_DIR"/cmd/webhook-[0-9]*; do
+    if [[ -e $cmd ]]; then basename "$cmd"; fi
+  done | sort -t- -k2 -n
+  if [[ -e $LOCAL_DIR/cmd/webhook-proxy ]]; then echo webhook-proxy; fi
+}
+
+# Sets the array `components` from what is recorded now.
+load_components() {
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  mapfile -t components < <(list_components)
+}
+load_components
 
 log() { printf '[%s] %s\n' "${log_prefix:-local}" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Accept the short names the e2e suite is likely to use.
-component_name() {
+# The components a name stands for, one a line; accepts the short names the e2e suite uses.
+# "webhook" is every replica (not the proxy, a component of its own); webhook-N is one replica.
+component_names() {
+  local c found=0
   case $1 in
     etcd) echo etcd ;;
     apiserver | kube-apiserver) echo kube-apiserver ;;
     controller-manager | kube-controller-manager | kcm) echo kube-controller-manager ;;
-    webhook | servicecidr-guard) echo webhook ;;
-    *) die "unknown component '$1' (etcd, apiserver, controller-manager, webhook)" ;;
+    webhook | servicecidr-guard)
+      for c in "${components[@]}"; do
+        if [[ $c =~ ^webhook-[0-9]+$ ]]; then echo "$c"; found=1; fi
+      done
+      ((found == 1)) || die "no webhook replica was started by local-up (WEBHOOK=0?)"
+      ;;
+    webhook-[0-9]* | proxy | webhook-proxy)
+      c=$1
+      [[ $c == proxy ]] && c=webhook-proxy
+      [[ " ${components[*]} " == *" $c "* ]] || die "$c was not started by local-up (components: ${components[*]})"
+      echo "$c"
+      ;;
+    *) die "unknown component '$1' (etcd, apiserver, controller-manager, webhook, webhook-N, webhook-proxy)" ;;
   esac
 }
 
@@ -171,7 +201,15 @@ apiserver_ready() {
     "https://127.0.0.1:$APISERVER_PORT/readyz") == ok ]]
 }
 
-webhook_ready() { curl -fsS "http://127.0.0.1:$WEBHOOK_HEALTH_PORT/readyz"; }
+# webhook_ready N: replica N's /readyz answers 200 (its cache synced, its certificate loaded).
+webhook_ready() {
+  local ports
+  IFS=, read -ra ports <<<"$WEBHOOK_HEALTH_PORTS"
+  curl -fsS "http://127.0.0.1:${ports[$1 - 1]}/readyz"
+}
+
+# The proxy passes a TLS connection through to a replica: the webhook's /livez over HTTPS.
+proxy_ready() { curl -fsS --cacert "$LOCAL_DIR/pki/webhook-ca.crt" "https://127.0.0.1:$WEBHOOK_PORT/livez"; }
 
 # Prints the log of COMPONENT since its latest start.
 last_log_section() { awk '/^==== .* starting /{ buf = "" } { buf = buf $0 "\n" } END { printf "%s", buf }' "$LOCAL_DIR/logs/$1.log"; }
@@ -193,6 +231,7 @@ wait_ready() {
     etcd) wait_until etcd 30 "health" etcd_healthy ;;
     kube-apiserver) wait_until kube-apiserver "${APISERVER_READY_TIMEOUT:-90}" "/readyz" apiserver_ready ;;
     kube-controller-manager) wait_until kube-controller-manager 60 "informer sync" controller_manager_synced ;;
-    webhook) wait_until webhook 60 "/readyz" webhook_ready ;;
+    webhook-proxy) wait_until webhook-proxy 30 "a TLS connection through it" proxy_ready ;;
+    webhook-*) wait_until "$1" 60 "/readyz" webhook_ready "${1#webhook-}" ;;
   esac
 }

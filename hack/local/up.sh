@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # Starts a local control plane built from source (etcd, kube-apiserver, kube-controller-manager) on
-# 127.0.0.1, then servicecidr-guard as a local process, and registers it as a validating webhook.
-# No containers and no network beyond loopback: the apiserver calls the webhook by URL.
+# 127.0.0.1, then servicecidr-guard as local processes (two replicas behind a TCP round robin, as a
+# Deployment's Pods behind their Service), and registers it as a validating webhook. No containers
+# and no network beyond loopback: the apiserver calls the webhook by URL.
 #
 #   hack/local/up.sh                          everything, Kubernetes $DEFAULT_KUBE_VERSION
 #   WEBHOOK=0 hack/local/up.sh                the control plane only
 #   WEBHOOK=image hack/local/up.sh            the webhook from its container image (make image)
 #   KUBE_VERSION=v1.34.4 hack/local/up.sh     another Kubernetes (built and cached on first use)
+#   SHARED_RESERVATION=0 hack/local/up.sh     replicas that do not share reservations (the race run)
+#
+# Needs: the control plane binaries (hack/control-plane/build.sh builds them), npm ci (Node 24),
+# openssl, curl, jq, ss; for WEBHOOK=image, docker and the image.
 #
 # Variables (all optional):
 #   KUBE_VERSION         Kubernetes version (default: DEFAULT_KUBE_VERSION in hack/versions.env)
@@ -21,13 +26,24 @@
 #   POLICY               policy file for the webhook (default config/policies/gke-beta.yaml)
 #   WEBHOOK_MANIFESTS    kustomize directory or manifest file holding the ValidatingWebhookConfiguration
 #                        (default config/webhook)
+#   CLUSTER_MANIFESTS    kustomize directory whose Namespace, ServiceAccount, RBAC and reservations Lease
+#                        are applied (default config/default); the webhook then runs as that
+#                        ServiceAccount, with exactly the permissions the manifests grant
+#   WEBHOOK_REPLICAS     how many webhook processes (default 2); with 2 or more, a round robin
+#                        (hack/round-robin-proxy.ts) listens on WEBHOOK_PORT and each replica on its own port
+#   SHARED_RESERVATION   1 (default): the replicas record admitted ranges in the reservations Lease;
+#                        0: each reserves on its own (serve --no-shared-reservation)
 #   WEBHOOK_MAIN         built entry point to run (default dist/main.js)
 #   WEBHOOK_BUILD        1 runs `npm run build` first (default), 0 uses dist/ as it is
 #   LOCAL_DIR            state directory (default .local/ in the repository)
 #   ETCD_CLIENT_PORT, ETCD_PEER_PORT, APISERVER_PORT, WEBHOOK_PORT, WEBHOOK_HEALTH_PORT
 #                        defaults 22379, 22380, 26443, 29443, 29080: below the Linux ephemeral range
 #                        (32768+) so outgoing connections never hold them, and off the usual 2379/6443
-#                        so a real cluster on the same machine does not clash
+#                        so a real cluster on the same machine does not clash. WEBHOOK_PORT is where the
+#                        apiserver calls (the round robin, or the one replica); replica N serves its
+#                        health port on WEBHOOK_HEALTH_PORT + N - 1
+#   WEBHOOK_REPLICA_PORT with 2+ replicas, replica N serves HTTPS on WEBHOOK_REPLICA_PORT + N - 1
+#                        (default WEBHOOK_PORT + 1)
 #
 # Writes $LOCAL_DIR/env and $LOCAL_DIR/kubeconfig. Stop with hack/local/down.sh; restart one component
 # with hack/local/ctl.sh.
@@ -42,13 +58,16 @@ source "$here/../versions.env"
 
 # Remember which settings the caller chose explicitly: only those are compared with a running plane.
 declare -A requested=()
-for v in KUBE_VERSION SERVICE_CIDR WEBHOOK; do [[ -z ${!v+x} ]] || requested[$v]=${!v}; done
+for v in KUBE_VERSION SERVICE_CIDR WEBHOOK WEBHOOK_REPLICAS SHARED_RESERVATION; do [[ -z ${!v+x} ]] || requested[$v]=${!v}; done
 
 KUBE_VERSION=${KUBE_VERSION:-$DEFAULT_KUBE_VERSION}
 SERVICE_CIDR=${SERVICE_CIDR:-10.96.0.0/28}
 WEBHOOK=${WEBHOOK:-1}
 POLICY=${POLICY:-$repo_root/config/policies/gke-beta.yaml}
 WEBHOOK_MANIFESTS=${WEBHOOK_MANIFESTS:-$repo_root/config/webhook}
+CLUSTER_MANIFESTS=${CLUSTER_MANIFESTS:-$repo_root/config/default}
+WEBHOOK_REPLICAS=${WEBHOOK_REPLICAS:-2}
+SHARED_RESERVATION=${SHARED_RESERVATION:-1}
 WEBHOOK_MAIN=${WEBHOOK_MAIN:-$repo_root/dist/main.js}
 WEBHOOK_BUILD=${WEBHOOK_BUILD:-1}
 WEBHOOK_IMAGE=${WEBHOOK_IMAGE:-servicecidr-guard:$(jq -r .version "$repo_root/package.json")}
@@ -57,6 +76,7 @@ ETCD_PEER_PORT=${ETCD_PEER_PORT:-22380}
 APISERVER_PORT=${APISERVER_PORT:-26443}
 WEBHOOK_PORT=${WEBHOOK_PORT:-29443}
 WEBHOOK_HEALTH_PORT=${WEBHOOK_HEALTH_PORT:-29080}
+WEBHOOK_REPLICA_PORT=${WEBHOOK_REPLICA_PORT:-$((WEBHOOK_PORT + 1))}
 
 usage_hint() {
   cat >&2 <<EOF
@@ -66,7 +86,7 @@ usage_hint() {
   kubectl get servicecidrs
 
   state and logs: $LOCAL_DIR (logs/*.log, env)
-  restart one part: hack/local/ctl.sh restart apiserver|controller-manager|webhook
+  restart one part: hack/local/ctl.sh restart apiserver|controller-manager|webhook|webhook-N|webhook-proxy
   stop:             hack/local/down.sh   (KEEP_STATE=1 keeps $LOCAL_DIR)
 EOF
 }
@@ -81,7 +101,8 @@ if compgen -G "$LOCAL_DIR/pids/*" >/dev/null; then
   done
   ((${#stopped[@]} == 0)) ||
     die "partly up: ${stopped[*]} stopped (running: ${running[*]:-none}). Start them with hack/local/ctl.sh start COMPONENT, or reset with hack/local/down.sh"
-  # load_env has set KUBE_VERSION, SERVICE_CIDR and WEBHOOK to the running values.
+  # load_env has set KUBE_VERSION, SERVICE_CIDR, WEBHOOK, WEBHOOK_REPLICAS and SHARED_RESERVATION to
+  # the running values.
   for v in "${!requested[@]}"; do
     [[ ${requested[$v]} == "${!v}" ]] ||
       die "already up with $v=${!v}, not ${requested[$v]}; run hack/local/down.sh first"
@@ -108,9 +129,25 @@ else
   [[ $ENABLE_BETA == 0 ]] || die "networking.k8s.io/v1beta1 is removed in Kubernetes 1.37; use KUBE_VERSION=$BETA_KUBE_VERSION for it"
 fi
 
+[[ $WEBHOOK_REPLICAS =~ ^[1-9][0-9]*$ ]] || die "WEBHOOK_REPLICAS must be a positive number, got '$WEBHOOK_REPLICAS'"
+[[ $SHARED_RESERVATION =~ ^[01]$ ]] || die "SHARED_RESERVATION must be 1 or 0, got '$SHARED_RESERVATION'"
+# Replica N (1-based) serves HTTPS on replica_ports[N-1] and plain HTTP on health_ports[N-1]. One
+# replica listens where the apiserver calls; several sit behind the round robin there.
+replica_ports=() health_ports=()
+for ((i = 0; i < WEBHOOK_REPLICAS; i++)); do
+  if ((WEBHOOK_REPLICAS == 1)); then replica_ports+=("$WEBHOOK_PORT"); else replica_ports+=($((WEBHOOK_REPLICA_PORT + i))); fi
+  health_ports+=($((WEBHOOK_HEALTH_PORT + i)))
+done
+WEBHOOK_REPLICA_PORTS=$(IFS=,; echo "${replica_ports[*]}")
+WEBHOOK_HEALTH_PORTS=$(IFS=,; echo "${health_ports[*]}")
+
 ports=("$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT")
-[[ $WEBHOOK =~ ^(0|1|image)$ ]] || die "WEBHOOK must be 1 (a local process), image (the container image) or 0 (none), not '$WEBHOOK'"
-[[ $WEBHOOK != 0 ]] && ports+=("$WEBHOOK_PORT" "$WEBHOOK_HEALTH_PORT")
+[[ $WEBHOOK =~ ^(0|1|image)$ ]] || die "WEBHOOK must be 1 (local processes), image (the container image) or 0 (none), not '$WEBHOOK'"
+if [[ $WEBHOOK != 0 ]]; then
+  ports+=("${replica_ports[@]}" "${health_ports[@]}")
+  ((WEBHOOK_REPLICAS == 1)) || ports+=("$WEBHOOK_PORT")
+fi
+[[ $(printf '%s\n' "${ports[@]}" | sort | uniq -d) == '' ]] || die "two components would share a port: ${ports[*]}"
 for p in "${ports[@]}"; do
   [[ -z $(ss -Hltn "sport = :$p") ]] || die "port $p is already in use on this machine; choose others (see the port variables at the top of $0)"
 done
@@ -126,6 +163,8 @@ if [[ $WEBHOOK != 0 ]]; then
   [[ -f $POLICY ]] || die "policy file $POLICY not found (set POLICY=...)"
   [[ -e $WEBHOOK_MANIFESTS ]] ||
     die "$WEBHOOK_MANIFESTS not found: the ValidatingWebhookConfiguration comes from config/webhook (set WEBHOOK_MANIFESTS=DIR|FILE, or WEBHOOK=0 for the control plane only)"
+  [[ -d $CLUSTER_MANIFESTS ]] ||
+    die "$CLUSTER_MANIFESTS not found: the webhook's ServiceAccount, RBAC and reservations Lease come from config/default (set CLUSTER_MANIFESTS=DIR)"
 fi
 
 # A fresh state directory every time, so no run inherits another's certificates or etcd data. Only a
@@ -170,6 +209,28 @@ bin_dir=$("$here/../control-plane/build.sh" "$KUBE_VERSION")
 KUBECTL=$bin_dir/kubectl
 ETCD_VERSION=$(sed -n 's/.*etcd=\([^ ]*\).*/\1/p' "$bin_dir/VERSION")
 
+# --- The webhook's objects and identity, from the manifests ------------------------------------------
+# The Namespace, ServiceAccount, RBAC and reservations Lease of CLUSTER_MANIFESTS (the kinds the
+# apiserver serves without CRDs), as a JSON List, applied once the apiserver is up. The webhook runs
+# as that ServiceAccount (a client certificate whose user name is the ServiceAccount's), so it holds
+# exactly the permissions a cluster would give it, and updates the Lease the manifests create.
+if [[ $WEBHOOK != 0 ]]; then
+  "$KUBECTL" kustomize "$CLUSTER_MANIFESTS" >"$LOCAL_DIR/cluster-manifests.yaml"
+  (cd "$repo_root" && "$node" --input-type=module -e '
+    import { parseAllDocuments } from "yaml"
+    import { readFileSync } from "node:fs"
+    const kinds = new Set(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Lease"])
+    const items = parseAllDocuments(readFileSync(process.argv[1], "utf8")).map((doc) => doc.toJS()).filter((object) => object !== null && kinds.has(object.kind))
+    process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "List", items }))
+  ' "$LOCAL_DIR/cluster-manifests.yaml") >"$LOCAL_DIR/cluster-objects.json"
+  service_account=$(jq -r '[.items[] | select(.kind == "ServiceAccount")] |
+    if length == 1 then "\(.[0].metadata.namespace):\(.[0].metadata.name)" else error("expected one ServiceAccount in the manifests, found \(length)") end' \
+    "$LOCAL_DIR/cluster-objects.json")
+  reservation_lease=$(jq -r '[.items[] | select(.kind == "Lease")] |
+    if length == 1 then "\(.[0].metadata.namespace)/\(.[0].metadata.name)" else error("expected one Lease in the manifests, found \(length)") end' \
+    "$LOCAL_DIR/cluster-objects.json")
+fi
+
 # --- Certificates ------------------------------------------------------------------------------------
 # Two CAs: the cluster CA signs the apiserver's serving cert and every client cert; the webhook CA signs
 # only the webhook's serving cert and is what the apiserver trusts through caBundle, as with cert-manager.
@@ -213,6 +274,10 @@ new_cert admin ca "/O=system:masters/CN=admin" clientAuth
 # acts as its own service account (service-cidrs-controller), as in a kubeadm cluster, so the webhook
 # sees the finalizer patches from the same user it would see in production.
 new_cert controller-manager ca "/CN=system:kube-controller-manager" clientAuth
+# The webhook's client certificate names its ServiceAccount, as the token in a Pod would.
+if [[ $WEBHOOK != 0 ]]; then
+  new_cert webhook-client ca "/O=system:serviceaccounts/O=system:serviceaccounts:${service_account%%:*}/CN=system:serviceaccount:$service_account" clientAuth
+fi
 new_ca webhook-ca "servicecidr-guard local webhook CA"
 new_cert webhook webhook-ca "/CN=servicecidr-guard-webhook.servicecidr-guard-system.svc" serverAuth \
   "IP:127.0.0.1,DNS:localhost,DNS:servicecidr-guard-webhook.servicecidr-guard-system.svc"
@@ -232,8 +297,9 @@ write_kubeconfig() {
 }
 write_kubeconfig "$LOCAL_DIR/kubeconfig" admin
 write_kubeconfig "$LOCAL_DIR/controller-manager.kubeconfig" controller-manager
+[[ $WEBHOOK == 0 ]] || write_kubeconfig "$LOCAL_DIR/webhook.kubeconfig" webhook-client
 
-# env is written before the components start: local-ctl.sh and the wait helpers read it.
+# env is written before the components start: local/ctl.sh and the wait helpers read it.
 # env_var NAME VALUE: one line of $LOCAL_DIR/env. %q quotes only what a shell would need quoted, and an
 # empty value is left bare, so the e2e suite can read the file with a simple KEY=value parser.
 env_var() { if [[ -n $2 ]]; then printf '%s=%q\n' "$1" "$2"; else printf '%s=\n' "$1"; fi; }
@@ -248,6 +314,8 @@ write_env() {
     env_var SERVICE_CIDR "$SERVICE_CIDR"
     env_var ENABLE_BETA "$ENABLE_BETA"
     env_var WEBHOOK "$WEBHOOK"
+    env_var WEBHOOK_REPLICAS "$WEBHOOK_REPLICAS"
+    env_var SHARED_RESERVATION "$SHARED_RESERVATION"
     env_var LOCAL_DIR "$LOCAL_DIR"
     env_var ETCD_CLIENT_PORT "$ETCD_CLIENT_PORT"
     env_var ETCD_PEER_PORT "$ETCD_PEER_PORT"
@@ -256,12 +324,17 @@ write_env() {
     env_var CA_CERT "$pki/ca.crt"
     env_var WEBHOOK_PORT "$WEBHOOK_PORT"
     env_var WEBHOOK_HEALTH_PORT "$WEBHOOK_HEALTH_PORT"
+    env_var WEBHOOK_HEALTH_PORTS "$WEBHOOK_HEALTH_PORTS"
+    env_var WEBHOOK_REPLICA_PORTS "$WEBHOOK_REPLICA_PORTS"
+    env_var WEBHOOK_KUBECONFIG "$LOCAL_DIR/webhook.kubeconfig"
+    env_var RESERVATION_LEASE "${reservation_lease:-}"
     env_var WEBHOOK_URL "https://127.0.0.1:$WEBHOOK_PORT/validate"
     env_var WEBHOOK_CA_CERT "$pki/webhook-ca.crt"
     env_var WEBHOOK_CONFIGURATIONS "${webhook_configurations:-}"
     env_var WEBHOOK_POLICY "${webhook_policy:-}"
     env_var WEBHOOK_IMAGE "$([[ $WEBHOOK == image ]] && echo "$WEBHOOK_IMAGE")"
     local c pid
+    load_components
     for c in "${components[@]}"; do
       pid=''
       [[ -f $LOCAL_DIR/pids/$c ]] && read -r pid _ <"$LOCAL_DIR/pids/$c"
@@ -341,36 +414,46 @@ wait_until kube-controller-manager 60 "the ServiceCIDR finalizer on 'kubernetes'
 write_env
 
 # --- servicecidr-guard -------------------------------------------------------------------------------
-# webhook_argv: the command line of the webhook, a local process or its image; the same flags either way.
+# webhook_argv N: the command line of replica N (component webhook-N), a local process or its image,
+# with the same flags either way; built here and only here. Each replica runs as the manifests'
+# ServiceAccount (webhook.kubeconfig), so it holds exactly the permissions a cluster would give it.
 webhook_argv() {
-  local files=() flags=(--host 127.0.0.1 --port "$WEBHOOK_PORT" --health-port "$WEBHOOK_HEALTH_PORT")
+  local n=$1 name
+  local flags=(--host 127.0.0.1 --port "${replica_ports[n - 1]}" --health-port "${health_ports[n - 1]}"
+    --reservation-lease "$reservation_lease")
+  [[ $SHARED_RESERVATION == 1 ]] || flags+=(--no-shared-reservation)
   if [[ $WEBHOOK == 1 ]]; then
-    # The webhook reads the cluster with the admin kubeconfig.
-    webhook_policy=$POLICY
-    argv=("$node" "$WEBHOOK_MAIN" serve --policy "$POLICY" --tls-cert "$pki/webhook.crt" --tls-key "$pki/webhook.key"
-      --kubeconfig "$LOCAL_DIR/kubeconfig" "${flags[@]}")
+    webhook_cmd=("$node" "$WEBHOOK_MAIN" serve --policy "$POLICY" --tls-cert "$pki/webhook.crt" --tls-key "$pki/webhook.key"
+      --kubeconfig "$LOCAL_DIR/webhook.kubeconfig" "${flags[@]}")
     return
   fi
-  # The image, run as config/manager/manager.yaml runs it: user 65532, read-only root, no
-  # capabilities, the Deployment's NODE_OPTIONS. What a Pod mounts (policy ConfigMap, TLS Secret,
-  # service account) is one folder readable by our group, which the container joins: the private
-  # keys are never world-readable. The host network lets it reach the apiserver on 127.0.0.1 and
-  # serve there. `docker run` stays attached, so it is the process local-ctl.sh starts and stops:
-  # it passes SIGTERM on to the server (--sig-proxy, the default) and exits with its code.
-  local mount=$LOCAL_DIR/webhook node_options
-  mkdir -p "$mount/policy"
-  cp "$POLICY" "$mount/policy/policy.yaml"
-  cp "$pki/webhook.crt" "$pki/webhook.key" "$LOCAL_DIR/kubeconfig" "$mount/"
-  chmod 0750 "$mount" "$mount/policy"
-  chmod 0640 "$mount/policy/policy.yaml" "$mount/webhook.crt" "$mount/webhook.key" "$mount/kubeconfig"
-  webhook_policy=$mount/policy/policy.yaml
-  node_options=$(awk '/name: NODE_OPTIONS/ { getline; sub(/.*value: */, ""); print; exit }' "$repo_root/config/manager/manager.yaml")
-  echo "scg-local-webhook-$WEBHOOK_PORT" >"$LOCAL_DIR/containers/webhook"
-  files=(--policy /etc/servicecidr-guard/policy/policy.yaml --tls-cert /etc/servicecidr-guard/webhook.crt
-    --tls-key /etc/servicecidr-guard/webhook.key --kubeconfig /etc/servicecidr-guard/kubeconfig)
-  argv=("$docker" run --rm --name "scg-local-webhook-$WEBHOOK_PORT" --network host
+  # `docker run` stays attached, so it is the process local/ctl.sh starts and stops: it passes
+  # SIGTERM on to the server (--sig-proxy, the default) and exits with its code.
+  name=scg-local-webhook-${replica_ports[n - 1]}
+  echo "$name" >"$LOCAL_DIR/containers/webhook-$n"
+  webhook_cmd=("$docker" run --rm --name "$name" --network host
     --read-only --user 65532:65532 --group-add "$(id -g)" --cap-drop ALL --security-opt no-new-privileges
-    -e "NODE_OPTIONS=$node_options" -v "$mount:/etc/servicecidr-guard:ro" "$WEBHOOK_IMAGE" serve "${files[@]}" "${flags[@]}")
+    -e "NODE_OPTIONS=$node_options" -v "$image_mount:/etc/servicecidr-guard:ro" "$WEBHOOK_IMAGE" serve
+    --policy /etc/servicecidr-guard/policy/policy.yaml --tls-cert /etc/servicecidr-guard/webhook.crt
+    --tls-key /etc/servicecidr-guard/webhook.key --kubeconfig /etc/servicecidr-guard/kubeconfig "${flags[@]}")
+}
+
+# prepare_image_mount: for WEBHOOK=image, what a Pod mounts (policy ConfigMap, TLS Secret, service
+# account identity) as one folder readable by our group, which the containers join: the private keys
+# are never world-readable. The containers run as config/manager/manager.yaml runs them: user 65532,
+# read-only root, no capabilities, the Deployment's NODE_OPTIONS; the host network lets them reach
+# the apiserver on 127.0.0.1 and serve there. Every replica reads the one policy copy.
+prepare_image_mount() {
+  image_mount=$LOCAL_DIR/webhook
+  mkdir -p "$image_mount/policy"
+  cp "$POLICY" "$image_mount/policy/policy.yaml"
+  cp "$pki/webhook.crt" "$pki/webhook.key" "$image_mount/"
+  cp "$LOCAL_DIR/webhook.kubeconfig" "$image_mount/kubeconfig"
+  chmod 0750 "$image_mount" "$image_mount/policy"
+  chmod 0640 "$image_mount/policy/policy.yaml" "$image_mount/webhook.crt" "$image_mount/webhook.key" "$image_mount/kubeconfig"
+  webhook_policy=$image_mount/policy/policy.yaml
+  node_options=$(awk '/name: NODE_OPTIONS/ { getline; sub(/.*value: */, ""); print; exit }' "$repo_root/config/manager/manager.yaml")
+  write_env
 }
 
 if [[ $WEBHOOK != 0 ]]; then
@@ -381,9 +464,23 @@ if [[ $WEBHOOK != 0 ]]; then
   fi
   [[ $WEBHOOK == image || -f $WEBHOOK_MAIN ]] || die "$WEBHOOK_MAIN not found after the build"
 
-  argv=()
-  webhook_argv
-  launch webhook "${argv[@]}"
+  log "applying the webhook's Namespace, ServiceAccount, RBAC and reservations Lease from $CLUSTER_MANIFESTS"
+  "$KUBECTL" --kubeconfig "$LOCAL_DIR/kubeconfig" apply -f "$LOCAL_DIR/cluster-objects.json" >&2
+
+  [[ $WEBHOOK != image ]] || prepare_image_mount
+  # launch_webhook_replica N: starts replica N (component webhook-N) and waits for its /readyz.
+  launch_webhook_replica() {
+    webhook_argv "$1"
+    launch "webhook-$1" "${webhook_cmd[@]}"
+  }
+  for ((n = 1; n <= WEBHOOK_REPLICAS; n++)); do launch_webhook_replica "$n"; done
+  # Several replicas: one address for the apiserver, a new connection to each replica in turn.
+  if ((WEBHOOK_REPLICAS > 1)); then
+    proxy_cmd=("$node" "$repo_root/hack/round-robin-proxy.ts" --listen "127.0.0.1:$WEBHOOK_PORT")
+    for p in "${replica_ports[@]}"; do proxy_cmd+=(--backend "127.0.0.1:$p"); done
+    launch webhook-proxy "${proxy_cmd[@]}"
+  fi
+  write_env
 
   # Register it from the real manifests, rewritten for a local process: the apiserver reaches the webhook
   # by URL (a `service:` reference needs kube-proxy), and trusts our webhook CA directly instead of a
@@ -411,10 +508,9 @@ if [[ $WEBHOOK != 0 ]]; then
 fi
 
 trap - EXIT
-case $WEBHOOK in
-  1) webhook_summary="https://127.0.0.1:$WEBHOOK_PORT/validate (local process)" ;;
-  image) webhook_summary="https://127.0.0.1:$WEBHOOK_PORT/validate (image $WEBHOOK_IMAGE)" ;;
-  *) webhook_summary=off ;;
-esac
+webhook_summary=off
+if [[ $WEBHOOK != 0 ]]; then
+  webhook_summary="https://127.0.0.1:$WEBHOOK_PORT/validate, $WEBHOOK_REPLICAS replica(s) $([[ $WEBHOOK == image ]] && echo "from image $WEBHOOK_IMAGE" || echo "as local processes"), shared reservations $([[ $SHARED_RESERVATION == 1 ]] && echo "in Lease $reservation_lease" || echo OFF)"
+fi
 log "up in $(since "$t0")s: Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, ServiceCIDR $SERVICE_CIDR, webhook $webhook_summary"
 usage_hint

@@ -5,15 +5,19 @@
 #
 #   hack/manifests/validate.sh            (make validate-manifests)
 #
-# Built: config/default, every config/overlays/*, and two compositions a user would write:
-# gke + config/prometheus, and gke + config/certmanager/external-issuer with an issuer patch.
+# Built: config/default, every config/overlays/*, and the compositions a user would write: gke +
+# config/prometheus, gke + config/certmanager/external-issuer with an issuer patch, gke +
+# config/capacity-warnings, and gke + config/network-policy.
 # Checked in each (jq over the built objects):
 #   - the Deployment: restricted securityContext (runAsNonRoot, numeric 65532 user and group,
 #     readOnlyRootFilesystem, allowPrivilegeEscalation false, drop ALL, seccomp RuntimeDefault),
 #     no host namespaces, 2+ replicas, probes, a memory limit, the service account token
 #   - RBAC: one ClusterRole granting exactly get/list/watch on servicecidrs and ipaddresses, bound
-#     to the webhook's ServiceAccount; no other Role or binding
-#   - the ValidatingWebhookConfiguration: failurePolicy Fail, sideEffects None, the two
+#     to the webhook's ServiceAccount; one Role granting get/update on the reservations Lease by
+#     name and nothing else, bound to the same ServiceAccount; no other Role or binding
+#   - the shared reservations: the Lease exists in the webhook's namespace under the name the Role
+#     grants, and the Deployment passes its namespace in POD_NAMESPACE (Downward API)
+#   - the ValidatingWebhookConfiguration: failurePolicy Fail, sideEffects NoneOnDryRun, the two
 #     matchConditions, AdmissionReview v1, no status subresource, pointing at the webhook Service
 #   - the wiring: Service -> container port, cert-manager annotation -> Certificate -> Secret ->
 #     Deployment volume, DNS names, every namespaced object in servicecidr-guard-system
@@ -96,7 +100,10 @@ paths[compose/gke+external-issuer]=$(compose external-issuer \
 paths[compose/gke+capacity-warnings]=$(compose capacity-warnings \
   'resources: [@CONFIG@/overlays/gke]' \
   'components: [@CONFIG@/capacity-warnings]')
-targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings)
+paths[compose/gke+network-policy]=$(compose network-policy \
+  'resources: [@CONFIG@/overlays/gke]' \
+  'components: [@CONFIG@/network-policy]')
+targets+=(compose/gke+prometheus compose/gke+external-issuer compose/gke+capacity-warnings compose/gke+network-policy)
 
 # Common jq definitions, applied to the array of built objects.
 # shellcheck disable=SC2016 # jq variables, not shell ones
@@ -159,15 +166,31 @@ for target in "${targets[@]}"; do
         and (.verbs - [\"get\", \"list\", \"watch\"] | length == 0) and .resourceNames == null and .nonResourceURLs == null)
     and ([.[] | .resources[] as \$r | .verbs[] as \$v | \"\(\$r):\(\$v)\"] | unique) ==
         [\"ipaddresses:get\", \"ipaddresses:list\", \"ipaddresses:watch\", \"servicecidrs:get\", \"servicecidrs:list\", \"servicecidrs:watch\"]"
-  check "no namespaced Role or RoleBinding" "$defs (objs(\"Role\") + objs(\"RoleBinding\")) | length == 0"
+  check "exactly one Role: get and update on the Lease servicecidr-guard-reservations, nothing else" "$defs one(\"Role\") |
+    .metadata.name == \"servicecidr-guard-reservations\" and .metadata.namespace == \"$namespace\"
+    and .rules == [{apiGroups: [\"coordination.k8s.io\"], resources: [\"leases\"], resourceNames: [\"servicecidr-guard-reservations\"], verbs: [\"get\", \"update\"]}]"
+  check "exactly one RoleBinding: that Role to ServiceAccount servicecidr-guard/$namespace" "$defs one(\"RoleBinding\") |
+    .metadata.namespace == \"$namespace\"
+    and .roleRef == {apiGroup: \"rbac.authorization.k8s.io\", kind: \"Role\", name: \"servicecidr-guard-reservations\"}
+    and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard\", namespace: \"$namespace\"}]"
+  # --- the shared reservations Lease ---
+  check "the reservations Lease is in $namespace, named as the Role grants, with no spec or annotations for apply to fight over" "$defs one(\"Lease\") |
+    .metadata.name == \"servicecidr-guard-reservations\" and .metadata.namespace == \"$namespace\"
+    and (.spec // {}) == {} and (.metadata.annotations // {}) == {}"
+  # serve's --reservation-lease defaults to \$POD_NAMESPACE/servicecidr-guard-reservations (src/cli/serve.ts).
+  check "the Deployment finds the Lease: POD_NAMESPACE from the Downward API, no --no-shared-reservation, no other --reservation-lease" "$defs podspec.containers[0] |
+    ([.env[] | select(.name == \"POD_NAMESPACE\")] == [{name: \"POD_NAMESPACE\", valueFrom: {fieldRef: {fieldPath: \"metadata.namespace\"}}}])
+    and (.args | index(\"--no-shared-reservation\") == null)
+    and (.args | (index(\"--reservation-lease\") // null) as \$i | \$i == null or .[\$i + 1] == \"$namespace/servicecidr-guard-reservations\")"
   check "ClusterRoleBinding: ClusterRole servicecidr-guard to ServiceAccount servicecidr-guard/$namespace" "$defs one(\"ClusterRoleBinding\") |
     .roleRef == {apiGroup: \"rbac.authorization.k8s.io\", kind: \"ClusterRole\", name: \"servicecidr-guard\"}
     and .subjects == [{kind: \"ServiceAccount\", name: \"servicecidr-guard\", namespace: \"$namespace\"}]"
 
   # --- ValidatingWebhookConfiguration ---
   # (config/capacity-warnings adds a second, warning-only webhook; it is checked below.)
-  check "webhook: failurePolicy Fail, sideEffects None, AdmissionReview v1, short timeout" "$defs [vwc.webhooks[0]] | all(
-    .failurePolicy == \"Fail\" and .sideEffects == \"None\" and .admissionReviewVersions == [\"v1\"]
+  # NoneOnDryRun: the webhook writes the reservations Lease, but never for a dry run.
+  check "webhook: failurePolicy Fail, sideEffects NoneOnDryRun, AdmissionReview v1, short timeout" "$defs [vwc.webhooks[0]] | all(
+    .failurePolicy == \"Fail\" and .sideEffects == \"NoneOnDryRun\" and .admissionReviewVersions == [\"v1\"]
     and .timeoutSeconds <= 10 and .matchPolicy == \"Equivalent\" and .name == \"validate.servicecidr-guard.dev\")"
   check "webhook rules: servicecidrs v1+v1beta1 CREATE/UPDATE/DELETE, cluster scope, no status subresource" "$defs vwc.webhooks[0].rules == [{
     apiGroups: [\"networking.k8s.io\"], apiVersions: [\"v1\", \"v1beta1\"], operations: [\"CREATE\", \"UPDATE\", \"DELETE\"],
@@ -274,6 +297,18 @@ for target in "${targets[@]}"; do
           .name == \"capacity.servicecidr-guard.dev\" and .failurePolicy == \"Ignore\" and .sideEffects == \"None\"
           and .rules == [{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"], resources: [\"services\"], scope: \"Namespaced\"}]
           and .clientConfig == \$w[0].clientConfig and (.matchConditions | length == 1))"
+      ;;
+    compose/gke+network-policy)
+      check "NetworkPolicy: selects the webhook Pods, ingress only; the webhook port from the Konnectivity agents only, the health port from opted-in namespaces" "$defs
+        one(\"NetworkPolicy\") as \$np | (\$np.metadata.namespace == \"$namespace\")
+        and (\$np.spec.podSelector.matchLabels == deploy.spec.selector.matchLabels) and \$np.spec.policyTypes == [\"Ingress\"]
+        and (\$np.spec.ingress | length == 2)
+        and (\$np.spec.ingress[0] == {ports: [{port: \"webhook\", protocol: \"TCP\"}], from: [{
+          namespaceSelector: {matchLabels: {\"kubernetes.io/metadata.name\": \"kube-system\"}},
+          podSelector: {matchLabels: {\"k8s-app\": \"konnectivity-agent\"}}}]})
+        and (\$np.spec.ingress[1] == {ports: [{port: \"health\", protocol: \"TCP\"}], from: [{
+          namespaceSelector: {matchLabels: {\"servicecidr-guard.dev/scrape-metrics\": \"true\"}}}]})
+        and ([podspec.containers[0].ports[].name] | index(\"webhook\") != null and index(\"health\") != null)"
       ;;
     compose/gke+external-issuer)
       check "external issuer: serving certificate from ClusterIssuer my-ca, no bootstrap CA objects left" "$defs

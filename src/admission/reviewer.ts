@@ -1,7 +1,9 @@
-// One review, start to finish, without I/O: decode the AdmissionReview, decide, encode. The
-// cluster is reached only through the port below, so tests build a reviewer the way production does.
+// One review, start to finish: decode the AdmissionReview, decide, reserve what was admitted,
+// encode. The cluster and the shared reservations are reached only through the ports below, so tests
+// build a reviewer the way production does.
 
-import { decide, decideService } from '../policy/engine.ts'
+import { decide, decideService, unconfirmed } from '../policy/engine.ts'
+import { withReservations } from '../policy/reservations.ts'
 import { toServiceCIDRRecord } from '../policy/state.ts'
 import type { ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
@@ -12,6 +14,28 @@ export interface ClusterPort {
   view(): ClusterView | undefined
   /** Remembers an admitted ServiceCIDR until the watch shows it (see ClusterState.reserve). */
   reserve(record: ServiceCIDRRecord): void
+  /** Forgets a reservation whose admission was withdrawn. */
+  release(record: ServiceCIDRRecord): void
+}
+
+/** A range another replica (or this one) admitted moments ago, as the shared reservations hold it. */
+export interface HeldReservation {
+  readonly name: string
+  readonly cidrs: readonly string[]
+}
+
+export type ReservationResult =
+  | { readonly outcome: 'recorded' }
+  | { readonly outcome: 'refused' }
+  | { readonly outcome: 'failed', readonly reason: string, readonly detail: string }
+
+/** Where every replica records what it admits (src/cluster/reservations.ts). */
+export interface ReservationPort {
+  /**
+   * Records the admitted CIDRs; `recheck` decides the request again with the reservations held
+   * there, and answers whether it is still admitted. Resolves within its deadline, never rejects.
+   */
+  reserve(request: { readonly name: string, readonly cidrs: readonly string[], readonly uid: string }, recheck: (held: readonly HeldReservation[]) => boolean): Promise<ReservationResult>
 }
 
 /** warned: allowed with warnings (enforcement Warn); audited: allowed, violations only logged (Audit). */
@@ -27,15 +51,19 @@ export interface Outcome {
   /** Set instead of `request` for a Service CREATE (capacity warnings). */
   readonly service?: ServiceReviewRequest
   readonly decision?: Decision
+  /** What became of the shared reservation: recorded, refused (another replica holds an overlapping range), failed (why), or none needed. */
+  readonly reservation?: string
   readonly error?: { readonly code: string, readonly detail: string }
 }
 
 export interface ReviewerOptions {
   readonly policy: () => Policy
   readonly cluster: ClusterPort
+  /** Absent: what a replica admits is reserved in its own model only (serve --no-shared-reservation). */
+  readonly reservations?: ReservationPort | undefined
 }
 
-export type Reviewer = (body: unknown) => Outcome
+export type Reviewer = (body: unknown) => Promise<Outcome>
 
 export function errorOutcome(uid: string, error: ErrorCode, detail = ''): Outcome {
   return { uid, verdict: 'error', status: error.status, review: encodeError(uid, error, detail), error: { code: error.code, detail } }
@@ -47,8 +75,21 @@ function verdictOf(decision: Decision): Verdict {
   return decision.warnings.length > 0 ? 'warned' : 'audited'
 }
 
-export function createReviewer({ policy, cluster }: ReviewerOptions): Reviewer {
-  return (body) => {
+/**
+ * The ServiceCIDR an allowed request brings in, if it must be reserved: a CREATE, or an UPDATE that
+ * adds a CIDR, that is not a dry run (a dry run never reserves).
+ */
+function reservable(request: ReviewRequest, decision: Decision): ServiceCIDRRecord | undefined {
+  const { object, operation, dryRun } = request
+  if (!decision.allowed || dryRun || object === undefined || decision.bypass === 'MetadataOnly' || (operation !== 'CREATE' && operation !== 'UPDATE')) return undefined
+  return toServiceCIDRRecord({ metadata: { name: request.name }, spec: { cidrs: object.cidrs } })
+}
+
+const heldRecords = (held: readonly HeldReservation[]): ServiceCIDRRecord[] =>
+  held.flatMap(({ name, cidrs }) => toServiceCIDRRecord({ metadata: { name }, spec: { cidrs } }) ?? [])
+
+export function createReviewer({ policy, cluster, reservations }: ReviewerOptions): Reviewer {
+  return async (body) => {
     const decoded = decodeReview(body)
     if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail)
     if ('service' in decoded) {
@@ -56,15 +97,32 @@ export function createReviewer({ policy, cluster }: ReviewerOptions): Reviewer {
       return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service }
     }
     const { uid, request } = decoded
-    // decide() and reserve() run in one synchronous step: no other review can interleave, so of
-    // two overlapping CREATEs arriving together the second sees the first's reservation.
-    const decision = decide(policy(), cluster.view(), request)
-    const { object, operation, dryRun } = request
-    if (decision.allowed && !dryRun && object !== undefined && decision.bypass !== 'MetadataOnly' && (operation === 'CREATE' || operation === 'UPDATE')) {
-      const record = toServiceCIDRRecord({ metadata: { name: request.name }, spec: { cidrs: object.cidrs } })
-      if (record !== undefined) cluster.reserve(record)
-    }
-    return { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision }
+    const answer = (decision: Decision, reservation?: string): Outcome =>
+      ({ uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision, ...(reservation === undefined ? {} : { reservation }) })
+    const current = policy()
+    // decide() and reserve() run in one synchronous step: no other review on this replica can
+    // interleave, so of two overlapping CREATEs arriving together the second sees the first's
+    // reservation.
+    const decision = decide(current, cluster.view(), request)
+    const record = reservable(request, decision)
+    if (record === undefined) return answer(decision)
+    cluster.reserve(record)
+    // Only the overlap rule reads reservations; the apiserver's own default ServiceCIDR never waits.
+    if (reservations === undefined || current.overlap === 'Allow' || decision.bypass === 'ApiserverDefault') return answer(decision)
+
+    let final = decision
+    const result = await reservations.reserve({ name: request.name, cidrs: decision.cidrs, uid }, (held) => {
+      // An exempt request is recorded, so that others' overlap checks see it, but never refused.
+      if (decision.bypass === 'Exempt') return true
+      const view = cluster.view()
+      final = decide(current, view && withReservations(view, heldRecords(held)), request)
+      return final.allowed
+    })
+    if (result.outcome === 'failed') final = unconfirmed(current, final, request.name, result.detail)
+    // A withdrawn admission releases this replica's reservation; an admission that stands (Warn,
+    // Audit, exempt) keeps it until the watch shows the ServiceCIDR.
+    if (!final.allowed) cluster.release(record)
+    return answer(final, result.outcome === 'failed' ? `failed (${result.reason})` : result.outcome)
   }
 }
 

@@ -2,8 +2,11 @@
 
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { pino } from 'pino'
-import { loadKubeConfig } from '../cluster/kube.ts'
+import { loadKubeConfig, podNamespace } from '../cluster/kube.ts'
 import { serve } from '../server/serve.ts'
+
+/** The Lease config/manager ships, in the webhook's own namespace. */
+export const defaultReservationLease = 'servicecidr-guard-reservations'
 
 function port(value: string): number {
   const parsed = Number(value)
@@ -15,6 +18,33 @@ function seconds(value: string): number {
   const parsed = Number(value)
   if (!Number.isFinite(parsed) || parsed < 0) throw new InvalidArgumentError('must be a number of seconds')
   return parsed
+}
+
+/** A DNS-1123 label, as namespaces are; Lease names are DNS subdomains, which this is one of. */
+const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
+
+function lease(value: string): { namespace: string, name: string } {
+  const [namespace = '', name = '', ...rest] = value.split('/')
+  if (rest.length > 0 || !dnsLabel.test(namespace) || !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name)) {
+    throw new InvalidArgumentError('must be NAMESPACE/NAME of a Lease')
+  }
+  return { namespace, name }
+}
+
+/** Where the shared reservations are, from the flags; throws when that cannot be told. */
+export function sharedReservation(flags: Pick<Flags, 'sharedReservation' | 'reservationLease' | 'reservationDeadline' | 'reservationTtl'>, namespace: () => string | undefined = podNamespace): { namespace: string, name: string, deadlineMs: number } | undefined {
+  if (flags.reservationTtl <= flags.reservationDeadline) {
+    throw new Error(`--reservation-ttl (${String(flags.reservationTtl)} s) must be longer than --reservation-deadline (${String(flags.reservationDeadline)} s): a reservation must outlive the review that made it`)
+  }
+  if (!flags.sharedReservation) return undefined
+  const where = flags.reservationLease ?? (() => {
+    const found = namespace()
+    if (found === undefined) {
+      throw new Error('cannot tell which namespace holds the shared reservation Lease: pass --reservation-lease NAMESPACE/NAME (or set POD_NAMESPACE), or --no-shared-reservation to reserve per replica only')
+    }
+    return { namespace: found, name: defaultReservationLease }
+  })()
+  return { ...where, deadlineMs: flags.reservationDeadline * 1000 }
 }
 
 interface Flags {
@@ -30,6 +60,9 @@ interface Flags {
   shutdownDelay: number
   shutdownTimeout: number
   reservationTtl: number
+  reservationLease?: { namespace: string, name: string }
+  reservationDeadline: number
+  sharedReservation: boolean
   staleAfter: number
 }
 
@@ -47,7 +80,10 @@ export function serveCommand(): Command {
     .option('--reload-interval <seconds>', 'how often the policy and certificate files are checked for changes', seconds, 2)
     .option('--shutdown-delay <seconds>', 'after SIGTERM, keep serving while unready so endpoints drop this pod', seconds, 5)
     .option('--shutdown-timeout <seconds>', 'then, how long in-flight reviews may take to finish', seconds, 15)
-    .option('--reservation-ttl <seconds>', 'how long an admitted CREATE counts for overlap checks before the watch shows it', seconds, 30)
+    .option('--reservation-ttl <seconds>', 'how long an admitted range counts for overlap checks, on this replica and in the shared Lease, if the watch does not show it first (2 x the webhook\'s timeoutSeconds of 5)', seconds, 10)
+    .option('--reservation-lease <namespace/name>', `the Lease where every replica records the ranges it admits (default: the Pod's namespace, from POD_NAMESPACE or the service account, and ${defaultReservationLease})`, lease)
+    .option('--reservation-deadline <seconds>', 'how long a review may take to record its range there before it fails closed (well inside the webhook\'s timeoutSeconds of 5)', seconds, 3)
+    .option('--no-shared-reservation', 'reserve admitted ranges on this replica only: two replicas can then each admit one of two overlapping ranges created at the same moment')
     .option('--stale-after <seconds>', 'how long the cache may go without a working watch before reviews that need it fail closed', seconds, 30)
     .action(async (flags: Flags) => {
       const logger = pino({ level: flags.logLevel, base: { service: 'servicecidr-guard' } })
@@ -64,6 +100,7 @@ export function serveCommand(): Command {
         shutdownDelayMs: flags.shutdownDelay * 1000,
         shutdownTimeoutMs: flags.shutdownTimeout * 1000,
         reservationMs: flags.reservationTtl * 1000,
+        sharedReservation: sharedReservation(flags),
         staleAfterMs: flags.staleAfter * 1000,
       })
       await new Promise<void>((resolve) => {

@@ -13,6 +13,8 @@ export interface ClusterCacheOptions {
   readonly now?: () => number
   /** How long an admitted CREATE is remembered if the watch never shows it (it may have failed later). */
   readonly reservationMs?: number
+  /** Called with each ServiceCIDR the list or the watch shows (the shared reservations end theirs). */
+  readonly onServiceCIDR?: (record: ServiceCIDRRecord) => void
   /** How long the view may go without an open watch before decisions stop trusting it. */
   readonly staleAfterMs?: number
   readonly watchSeconds?: number
@@ -20,14 +22,16 @@ export interface ClusterCacheOptions {
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
 
-function serviceCIDRSink(state: ClusterState): ReflectorSink<ServiceCIDRRecord> {
+function serviceCIDRSink(state: ClusterState, seen: (record: ServiceCIDRRecord) => void): ReflectorSink<ServiceCIDRRecord> {
   return {
     project: toServiceCIDRRecord,
     replace: (records) => {
       state.replaceServiceCIDRs(records)
+      for (const record of records) seen(record)
     },
     upsert: (record) => {
       state.upsertServiceCIDR(record)
+      seen(record)
     },
     remove: (item) => {
       if (item.metadata?.name) state.removeServiceCIDR(item.metadata.name)
@@ -95,7 +99,7 @@ export class ClusterCache {
       ...(this.options.watchSeconds === undefined ? {} : { watchSeconds: this.options.watchSeconds }),
     }
     this.reflectors = [
-      new Reflector({ ...common, resource: { group, version, plural: 'servicecidrs' }, sink: serviceCIDRSink(this.state) }),
+      new Reflector({ ...common, resource: { group, version, plural: 'servicecidrs' }, sink: serviceCIDRSink(this.state, this.options.onServiceCIDR ?? (() => undefined)) }),
       new Reflector({ ...common, resource: { group, version, plural: 'ipaddresses' }, sink: ipAddressSink(this.state, this.strings) }),
     ]
     for (const reflector of this.reflectors) reflector.start()
@@ -127,7 +131,11 @@ export class ClusterCache {
   }
 
   reserve(record: ServiceCIDRRecord): void {
-    this.state.reserve(record, this.now() + (this.options.reservationMs ?? 30_000))
+    this.state.reserve(record, this.now() + (this.options.reservationMs ?? 10_000))
+  }
+
+  release(record: ServiceCIDRRecord): void {
+    this.state.release(record)
   }
 
   get relists(): number {

@@ -121,6 +121,38 @@ export function decideService(policy: Policy, view: ClusterView | undefined, req
 }
 
 /**
+ * An admitted CREATE or UPDATE whose range could not be recorded where every replica checks for
+ * overlaps (`detail` says why). Without that record another replica may admit an overlapping range
+ * at the same moment, so the admission is not confirmed, and spec.enforcement says what that means:
+ * Deny refuses it and says to retry; Warn admits it with a warning; Audit admits it and records the
+ * violation. An exempt request stays admitted, with the violation recorded for the audit log.
+ */
+export function unconfirmed(policy: Policy, admitted: Decision, name: string, detail: string): Decision {
+  const violation: Violation = {
+    rule: 'OverlapUnconfirmed',
+    field: 'spec.cidrs',
+    message: `the overlap check across the webhook's replicas could not be completed: ${detail}`,
+  }
+  const violations = [...admitted.violations, violation]
+  if (admitted.bypass === 'Exempt') return { ...admitted, violations }
+  switch (policy.enforcement) {
+    case 'Deny':
+      return {
+        allowed: false,
+        violations,
+        warnings: [],
+        message: `ServiceCIDR "${name}" was not admitted: ${violation.message}. Nothing was created; retry in a few seconds, and if this keeps happening, ask your platform team to check the servicecidr-guard webhook.`,
+        bypass: undefined,
+        cidrs: admitted.cidrs,
+      }
+    case 'Warn':
+      return { ...admitted, violations, warnings: [...admitted.warnings, `servicecidr-guard (Warn): ${violation.message}; another replica may have admitted an overlapping range at the same moment`] }
+    case 'Audit':
+      return { ...admitted, violations }
+  }
+}
+
+/**
  * Decides one admission request. `view` is undefined while the cluster state is not known (the
  * watches have not synced): rules that need it then fail closed under enforcement Deny.
  */

@@ -362,6 +362,11 @@ export class ClusterState implements ClusterView {
     this.pending.set(record.name, { record, expiresAt })
   }
 
+  /** Forgets a reservation (its admission was withdrawn), unless a newer one of that name replaced it. */
+  release(record: ServiceCIDRRecord): void {
+    if (this.pending.get(record.name)?.record === record) this.pending.delete(record.name)
+  }
+
   /** Drops reservations that expired by `now`; returns how many remain. */
   expireReservations(now: number): number {
     for (const [name, entry] of this.pending) {

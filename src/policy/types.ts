@@ -69,9 +69,10 @@ export interface ClusterView {
   /** Every CIDR of the family, by first address (then prefix length). */
   cidrsInOrder(family: Family): readonly PlacedCIDR[]
   /**
-   * ServiceCIDRs admitted by this process whose creation the watch has not shown yet. They take
-   * part in overlap checks (two overlapping CREATEs must not both pass) but never count as covering
-   * addresses on DELETE, where guessing in favour of allowing would be unsafe.
+   * ServiceCIDRs admitted moments ago whose creation the watch has not shown yet: by this process
+   * (ClusterState.reserve), or by another replica (withReservations, src/policy/reservations.ts).
+   * They take part in overlap checks (two overlapping CREATEs must not both pass) but never count as
+   * covering addresses on DELETE, where guessing in favour of allowing would be unsafe.
    */
   pendingServiceCIDRs(): Iterable<ServiceCIDRRecord>
   /**
@@ -127,6 +128,7 @@ export type RuleName =
   | 'InUse'
   | 'ProtectedName'
   | 'ClusterStateUnknown'
+  | 'OverlapUnconfirmed'
 
 export interface Violation {
   readonly rule: RuleName

@@ -107,6 +107,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       rules: decision?.violations.map((violation) => violation.rule),
       warnings: decision?.warnings.length ? decision.warnings : undefined,
       dryRun: request?.dryRun,
+      reservation: outcome.reservation,
       durationMs: Math.round(seconds * 1e6) / 1e3,
     }
     if (outcome.error) logger.warn({ ...line, detail: outcome.error.detail }, 'review refused: bad request')
@@ -134,7 +135,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       outcome = errorOutcome('', errors.emptyBody)
     } else {
       try {
-        outcome = reviewer(request.body)
+        outcome = await reviewer(request.body)
       } catch (error) {
         // A bug must not cost a decision: answer (refusing, with the uid) and keep serving.
         logger.error({ err: error }, 'review failed')

@@ -1,6 +1,7 @@
 // Prometheus metrics. One registry per server, built from arguments, so tests get their own.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { ReservationEvents } from '../cluster/reservations.ts'
 import { utilisation } from '../policy/audit.ts'
 import { allocatableSize } from '../policy/ip.ts'
 import type { ClusterState } from '../policy/state.ts'
@@ -9,6 +10,8 @@ export interface MetricSources {
   readonly state: ClusterState
   readonly synced: () => boolean
   readonly relists: () => number
+  /** Counts shared reservations that expired unseen; called before each scrape. */
+  readonly sweepReservations?: () => void
 }
 
 export class Metrics {
@@ -22,6 +25,10 @@ export class Metrics {
   readonly certificateReloads: Counter
   readonly certificateErrors: Counter
   readonly certificateExpiry: Gauge
+  readonly reservations: Counter<'outcome'>
+  readonly reservationSeconds: Histogram
+  readonly reservationWrites: Counter<'result'>
+  readonly reservationsExpiredUnseen: Counter
 
   constructor(sources: MetricSources, options: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry]
@@ -42,6 +49,28 @@ export class Metrics {
     this.certificateReloads = new Counter({ name: `${prefix}certificate_reloads_total`, help: 'Serving certificates reloaded after a change.', registers })
     this.certificateErrors = new Counter({ name: `${prefix}certificate_errors_total`, help: 'Serving certificate files that could not be used.', registers })
     this.certificateExpiry = new Gauge({ name: `${prefix}certificate_expiry_timestamp_seconds`, help: 'When the serving certificate in use expires.', registers })
+
+    this.reservations = new Counter({
+      name: `${prefix}shared_reservations_total`,
+      help: 'Admitted ranges recorded in the shared reservation Lease, by outcome: recorded; refused (another replica holds an overlapping range); or why it failed (unavailable, missing, forbidden, rejected, conflicts, deadline, full, internal).',
+      labelNames: ['outcome'],
+      registers,
+    })
+    this.reservationSeconds = new Histogram({
+      name: `${prefix}shared_reservation_duration_seconds`,
+      help: 'Time a review waited for its shared reservation: queue, reads, writes and retries.',
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    })
+    this.reservationWrites = new Counter({ name: `${prefix}shared_reservation_writes_total`, help: 'Writes of the shared reservation Lease, by result: written, conflict (someone wrote first; read again and retried), error.', labelNames: ['result'], registers })
+    this.reservationsExpiredUnseen = new Counter({
+      name: `${prefix}shared_reservations_expired_unseen_total`,
+      help: 'Reservations this replica recorded that expired before the watch showed their ServiceCIDR: the request failed after admission (another webhook, etcd, a duplicate name), or the review was forged.',
+      registers,
+      collect() {
+        sources.sweepReservations?.()
+      },
+    })
 
     const { state } = sources
     new Gauge({ name: `${prefix}cache_synced`, help: '1 when the ServiceCIDR and IPAddress cache is synced and current.', registers, collect() { this.set(sources.synced() ? 1 : 0) } })
@@ -80,5 +109,21 @@ export class Metrics {
         }
       },
     })
+  }
+
+  /** The shared reservations' events, counted here. */
+  reservationEvents(): ReservationEvents {
+    return {
+      settled: (outcome, seconds) => {
+        this.reservations.inc({ outcome })
+        this.reservationSeconds.observe(seconds)
+      },
+      write: (result) => {
+        this.reservationWrites.inc({ result })
+      },
+      expiredUnseen: (count) => {
+        this.reservationsExpiredUnseen.inc(count)
+      },
+    }
   }
 }

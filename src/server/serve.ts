@@ -4,9 +4,12 @@
 import type { KubeConfig } from '@kubernetes/client-node'
 import type { FastifyInstance } from 'fastify'
 import type { Server as HTTPSServer } from 'node:https'
+import { hostname } from 'node:os'
 import type { Logger } from 'pino'
 import { createReviewer } from '../admission/reviewer.ts'
 import { ClusterCache } from '../cluster/cache.ts'
+import { KubeLeaseStore } from '../cluster/lease.ts'
+import { SharedReservations } from '../cluster/reservations.ts'
 import { PolicySource } from '../config/policy-source.ts'
 import { buildHealthApp, buildWebhookApp, type Readiness } from './app.ts'
 import { CertificateSource, secureContextOptions } from './certificate.ts'
@@ -27,7 +30,10 @@ export interface ServeOptions {
   readonly shutdownDelayMs: number
   /** After the delay: how long in-flight reviews may take to finish. */
   readonly shutdownTimeoutMs: number
+  /** How long an admitted range counts for overlap checks if the watch does not show it first. */
   readonly reservationMs: number
+  /** The Lease where every replica records what it admits; undefined: each replica on its own. */
+  readonly sharedReservation: { readonly namespace: string, readonly name: string, readonly deadlineMs: number } | undefined
   readonly staleAfterMs: number
 }
 
@@ -53,13 +59,34 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
   let shuttingDown = false
   let listening = false
 
+  let reservations: SharedReservations | undefined
   const cache = new ClusterCache({
     kubeConfig: options.kubeConfig,
     log: logger.child({ component: 'cache' }),
     reservationMs: options.reservationMs,
     staleAfterMs: options.staleAfterMs,
+    onServiceCIDR: (record) => reservations?.observe(record),
   })
-  const metrics = new Metrics({ state: cache.state, synced: () => cache.synced, relists: () => cache.relists })
+  const metrics = new Metrics({ state: cache.state, synced: () => cache.synced, relists: () => cache.relists, sweepReservations: () => reservations?.sweep() })
+
+  const shared = options.sharedReservation
+  const leaseStore = shared && new KubeLeaseStore(options.kubeConfig, shared.namespace, shared.name)
+  if (shared !== undefined && leaseStore !== undefined) {
+    reservations = new SharedReservations({
+      store: leaseStore,
+      replica: `${hostname()}/${String(process.pid)}`,
+      ttlMs: options.reservationMs,
+      deadlineMs: shared.deadlineMs,
+      log: logger.child({ component: 'reservations' }),
+      events: metrics.reservationEvents(),
+    })
+    void reservations.probe().then((error) => {
+      if (error === undefined) logger.info({ lease: leaseStore.where, ttlMs: options.reservationMs, deadlineMs: shared.deadlineMs }, 'shared reservations: the Lease is readable')
+      else logger.warn({ lease: leaseStore.where, error }, 'shared reservations: the Lease cannot be read; admitted CREATEs fail closed until it can')
+    })
+  } else {
+    logger.warn('shared reservations off (--no-shared-reservation): with more than one replica, two overlapping ServiceCIDRs created at the same moment can both be admitted')
+  }
 
   const policySource = await PolicySource.open(options.policyPath, options.reloadIntervalMs, {
     onLoad: (policy, first) => {
@@ -91,13 +118,16 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
         relists: cache.relists,
         ...(cache.lastError === undefined ? {} : { lastError: cache.lastError }),
       },
+      reservations: reservations === undefined
+        ? { shared: false }
+        : { shared: true, lease: reservations.where, ...(reservations.lastError === undefined ? {} : { lastError: reservations.lastError }) },
       policy: { source: policy.source, loadedAt: new Date(policy.loadedAt).toISOString(), valid: policy.lastError === undefined, ...(policy.lastError === undefined ? {} : { lastError: policy.lastError }) },
     }
     return { ready: !shuttingDown && listening && pair !== undefined && cache.synced, checks }
   }
   const health = { readiness }
 
-  const reviewer = createReviewer({ policy: () => policySource.policy, cluster: cache })
+  const reviewer = createReviewer({ policy: () => policySource.policy, cluster: cache, reservations })
   let webhookApp: FastifyInstance | undefined
   let resolveListening: () => void = () => undefined
   let rejectListening: (error: unknown) => void = () => undefined
@@ -155,6 +185,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     if (timedOut) logger.warn({ timeoutMs: options.shutdownTimeoutMs }, 'in-flight reviews did not finish in time')
     certificate.stop()
     policySource.stop()
+    leaseStore?.close()
     await cache.stop()
     await healthApp?.close()
     logger.info('stopped')

@@ -1,5 +1,6 @@
 // The manifests pass server-side dry-run against the real kube-apiserver: every overlay
-// (config/default and config/overlays/*, plus the gke overlay with the optional Prometheus component)
+// (config/default and config/overlays/*, plus the gke overlay with the optional Prometheus and
+// NetworkPolicy components)
 // is built with `kubectl kustomize` and applied with --dry-run=server. Kinds whose CRDs the cluster
 // does not serve (cert-manager's Certificate and Issuer, the Prometheus Operator's ServiceMonitor and
 // PrometheusRule on the local control plane) cannot be dry-run there, and kubectl's client-side dry
@@ -41,27 +42,31 @@ async function build(dir: string): Promise<Manifest[]> {
 }
 
 /**
- * The kustomizations to check: config/default, every overlay, and gke with the Prometheus component
- * (an optional component no overlay includes), written to a scratch directory.
+ * The kustomizations to check: config/default, every overlay, and gke with each optional component
+ * no overlay includes (Prometheus, the NetworkPolicy), written to a scratch directory.
  */
 function kustomizations(scratch: string): { name: string, dir: string }[] {
   const overlays = readdirSync(join(repoRoot, 'config/overlays'), { withFileTypes: true })
     .filter((entry) => entry.isDirectory())
     .map((entry) => ({ name: `config/overlays/${entry.name}`, dir: join(repoRoot, 'config/overlays', entry.name) }))
-  const withPrometheus = join(scratch, 'gke-prometheus')
-  mkdirSync(withPrometheus, { recursive: true })
-  // kustomize takes only relative paths to other kustomizations.
-  const up = relative(withPrometheus, repoRoot)
-  writeFileSync(join(withPrometheus, 'kustomization.yaml'), stringify({
-    apiVersion: 'kustomize.config.k8s.io/v1beta1',
-    kind: 'Kustomization',
-    resources: [join(up, 'config/overlays/gke')],
-    components: [join(up, 'config/prometheus')],
-  }))
+  const withComponent = (component: string): { name: string, dir: string } => {
+    const dir = join(scratch, `gke-${component}`)
+    mkdirSync(dir, { recursive: true })
+    // kustomize takes only relative paths to other kustomizations.
+    const up = relative(dir, repoRoot)
+    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
+      apiVersion: 'kustomize.config.k8s.io/v1beta1',
+      kind: 'Kustomization',
+      resources: [join(up, 'config/overlays/gke')],
+      components: [join(up, 'config', component)],
+    }))
+    return { name: `config/overlays/gke + config/${component}`, dir }
+  }
   return [
     { name: 'config/default', dir: join(repoRoot, 'config/default') },
     ...overlays,
-    { name: 'config/overlays/gke + config/prometheus', dir: withPrometheus },
+    withComponent('prometheus'),
+    withComponent('network-policy'),
   ]
 }
 

@@ -90,14 +90,17 @@ await file.spec('coverage: every spec file reported for this run, none failed, e
     required: required(),
     ok: missing.length === 0 && reports.every((report) => report.ok && report.counts.run > 0) && required().every((name) => requirements.some((entry) => entry.name === name && entry.applied)),
     missing,
-    files: reports.map(({ file: name, durationMs, counts, specs, requirements: covered, ok }) => ({ file: name, ok, durationMs, ...counts, specs, requirements: covered })),
+    files: reports.map(({ file: name, durationMs, counts, specs, requirements: covered, measurements, ok }) => ({ file: name, ok, durationMs, ...counts, specs, requirements: covered, measurements })),
     notApplied,
     latency: { ...metrics, apiserverAdmissionByOperation: byOperation },
   }
   mkdirSync(dirname(summaryPath), { recursive: true })
   writeFileSync(summaryPath, `${JSON.stringify(summary, null, 2)}\n`)
   t.comment(`suite: ${(summary.durationMs / 1000).toFixed(1)} s from the first spec file to this one; summary written to ${summaryPath}`)
-  for (const entry of summary.files) t.comment(`  ${entry.file}: ${entry.ok ? 'ok' : 'FAILED'}, ${String(entry.passed)}/${String(entry.run)} specs passed, ${String(entry.skipped)} not applied, ${(entry.durationMs / 1000).toFixed(1)} s`)
+  for (const entry of summary.files) {
+    t.comment(`  ${entry.file}: ${entry.ok ? 'ok' : 'FAILED'}, ${String(entry.passed)}/${String(entry.run)} specs passed, ${String(entry.skipped)} not applied, ${(entry.durationMs / 1000).toFixed(1)} s`)
+    for (const [name, value] of Object.entries(entry.measurements)) t.comment(`    ${name}: ${JSON.stringify(value)}`)
+  }
   t.ok(summary.ok, 'the run is complete')
   t.end()
 })

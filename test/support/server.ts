@@ -27,7 +27,8 @@ export function serveOptions(options: Pick<ServeOptions, 'policyPath' | 'certPat
     reloadIntervalMs: 50,
     shutdownDelayMs: 0,
     shutdownTimeoutMs: 5000,
-    reservationMs: 30_000,
+    reservationMs: 10_000,
+    sharedReservation: undefined,
     staleAfterMs: 30_000,
     ...options,
   }

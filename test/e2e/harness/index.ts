@@ -89,6 +89,10 @@ class SharedActions implements E2EHarness {
     return this.inner.webhookMetrics()
   }
 
+  sharedReservation(): Promise<boolean> {
+    return this.inner.sharedReservation()
+  }
+
   apiserverMetrics(): Promise<string> {
     return this.inner.cluster.metrics()
   }

@@ -17,6 +17,7 @@
 //   `kubectl rollout restart` and `rollout status`: a ConfigMap volume is refreshed by the kubelet
 //   only after up to a minute, a restart is deterministic.
 // - webhookReadiness / webhookMetrics: each Pod's health port through the apiserver's Pod proxy.
+// - sharedReservation: the Deployment's container arguments (--no-shared-reservation or not).
 //
 // This harness cannot run on the development machine (no container engine); hack/kind/e2e.sh runs it.
 
@@ -159,6 +160,12 @@ export class KindHarness implements Harness {
       if (response.status !== 200) throw new Error(`metrics of Pod ${pod.name}: HTTP ${response.status}`)
       return response.text
     }))
+  }
+
+  async sharedReservation(): Promise<boolean> {
+    const current = await this.readDeployment()
+    const args = current.spec?.template.spec?.containers.find((container) => container.name === 'webhook')?.args ?? []
+    return !args.includes('--no-shared-reservation')
   }
 
   describe(): Record<string, string> {

@@ -1,5 +1,7 @@
 // The local control plane of hack/local/up.sh: processes on 127.0.0.1 described by $LOCAL_DIR/env,
-// controlled with hack/local/ctl.sh (which reuses each component's recorded command line).
+// controlled with hack/local/ctl.sh (which reuses each component's recorded command line). The
+// webhook is WEBHOOK_REPLICAS processes or containers (webhook-1, webhook-2, ...) behind a round
+// robin, all started with the same policy file; each has its own health port (WEBHOOK_HEALTH_PORTS).
 
 import { execFile } from 'node:child_process'
 import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs'
@@ -41,8 +43,10 @@ export class LocalHarness implements Harness {
     return value
   }
 
-  private get healthURL(): string {
-    return `http://127.0.0.1:${this.need('WEBHOOK_HEALTH_PORT')}`
+  /** Each replica's health endpoint, replica 1 first. */
+  private get healthURLs(): string[] {
+    const ports = this.env['WEBHOOK_HEALTH_PORTS'] || this.need('WEBHOOK_HEALTH_PORT')
+    return ports.split(',').map((port) => `http://127.0.0.1:${port}`)
   }
 
   private async ctl(action: 'stop' | 'start' | 'restart', component: string): Promise<void> {
@@ -68,17 +72,18 @@ export class LocalHarness implements Harness {
   }
 
   /**
-   * The policy file the webhook reads, on this machine: WEBHOOK_POLICY in $LOCAL_DIR/env (with
-   * WEBHOOK=image, the copy in the folder mounted into the container), else the --policy argument
-   * of its recorded command line.
+   * The policy file the webhook replicas read (every replica has the same), on this machine:
+   * WEBHOOK_POLICY in $LOCAL_DIR/env (with WEBHOOK=image, the copy in the folder mounted into the
+   * containers), else the --policy argument of replica 1's recorded command line.
    */
   policyPath(): string {
     const fromEnv = this.env['WEBHOOK_POLICY']
     if (fromEnv) return fromEnv
-    const argv = readFileSync(join(this.dir, 'cmd/webhook'), 'utf8').split('\0')
+    const file = join(this.dir, 'cmd/webhook-1')
+    const argv = readFileSync(file, 'utf8').split('\0')
     const at = argv.indexOf('--policy')
     const path = at >= 0 ? argv[at + 1] : undefined
-    if (path === undefined) throw new Error(`no --policy in ${join(this.dir, 'cmd/webhook')}`)
+    if (path === undefined) throw new Error(`no --policy in ${file}`)
     return path
   }
 
@@ -100,32 +105,50 @@ export class LocalHarness implements Harness {
     const path = this.policyPath()
     if (readFileSync(path, 'utf8') === yaml) return
     await this.refuseTracked(path)
-    const [before] = await this.webhookReadiness()
-    const loadedAt = before?.body.checks?.policy?.loadedAt
-    // Write then rename, so the webhook (which re-reads the file every 2 s) never reads half a file.
+    const before = (await this.webhookReadiness()).map((entry) => entry.body.checks?.policy?.loadedAt)
+    // Write then rename, so a replica (which re-reads the file every 2 s) never reads half a file.
     const temporary = join(dirname(path), `.policy-${process.pid}.tmp`)
     writeFileSync(temporary, yaml)
     renameSync(temporary, path)
-    await poll(`the webhook to load the new policy (loadedAt was ${loadedAt ?? 'unknown'})`, async () => {
-      const [now] = await this.webhookReadiness()
-      const policy = now?.body.checks?.policy
-      if (policy?.lastError !== undefined) throw new Error(`the webhook refused the policy: ${policy.lastError}`)
-      return policy?.loadedAt !== undefined && policy.loadedAt !== loadedAt && policy.valid === true
+    await poll(`every webhook replica to load the new policy (loadedAt was ${before.join(', ')})`, async () => {
+      const now = await this.webhookReadiness()
+      return now.length === before.length && now.every((entry, index) => {
+        const policy = entry.body.checks?.policy
+        if (policy?.lastError !== undefined) throw new Error(`webhook replica ${String(index + 1)} refused the policy: ${policy.lastError}`)
+        return policy?.loadedAt !== undefined && policy.loadedAt !== before[index] && policy.valid === true
+      })
     }, { timeoutMs: 20_000 })
   }
 
-  async webhookReadiness(): Promise<WebhookReadiness[]> {
-    const response = await httpGet(`${this.healthURL}/readyz`)
-    return [{ status: response.status, body: JSON.parse(response.text) as WebhookReadiness['body'] }]
+  webhookReadiness(): Promise<WebhookReadiness[]> {
+    return Promise.all(this.healthURLs.map(async (url) => {
+      const response = await httpGet(`${url}/readyz`)
+      return { status: response.status, body: JSON.parse(response.text) as WebhookReadiness['body'] }
+    }))
   }
 
-  async webhookMetrics(): Promise<string[]> {
-    const response = await httpGet(`${this.healthURL}/metrics`)
-    if (response.status !== 200) throw new Error(`GET ${this.healthURL}/metrics: HTTP ${response.status}`)
-    return [response.text]
+  webhookMetrics(): Promise<string[]> {
+    return Promise.all(this.healthURLs.map(async (url) => {
+      const response = await httpGet(`${url}/metrics`)
+      if (response.status !== 200) throw new Error(`GET ${url}/metrics: HTTP ${response.status}`)
+      return response.text
+    }))
+  }
+
+  sharedReservation(): Promise<boolean> {
+    return Promise.resolve(this.env['SHARED_RESERVATION'] !== '0')
   }
 
   describe(): Record<string, string> {
-    return { target: 'local', kubeVersion: this.env['KUBE_VERSION'] ?? '', etcdVersion: this.env['ETCD_VERSION'] ?? '', serviceCIDR: this.env['SERVICE_CIDR'] ?? '', policy: this.policyPath(), webhook: this.env['WEBHOOK_IMAGE'] ? `image ${this.env['WEBHOOK_IMAGE']}` : 'local process' }
+    return {
+      target: 'local',
+      kubeVersion: this.env['KUBE_VERSION'] ?? '',
+      etcdVersion: this.env['ETCD_VERSION'] ?? '',
+      serviceCIDR: this.env['SERVICE_CIDR'] ?? '',
+      policy: this.policyPath(),
+      webhook: this.env['WEBHOOK_IMAGE'] ? `image ${this.env['WEBHOOK_IMAGE']}` : 'local process',
+      webhookReplicas: this.env['WEBHOOK_REPLICAS'] ?? '1',
+      sharedReservation: this.env['SHARED_RESERVATION'] ?? '1',
+    }
   }
 }

@@ -11,6 +11,7 @@ export interface WebhookReadiness {
     readonly checks?: {
       readonly cache?: { readonly state?: string, readonly relists?: number, readonly servicecidrs?: number, readonly ipaddresses?: number }
       readonly policy?: { readonly loadedAt?: string, readonly valid?: boolean, readonly lastError?: string }
+      readonly reservations?: { readonly shared?: boolean, readonly lease?: string, readonly lastError?: string }
     }
   }
 }
@@ -30,10 +31,15 @@ export interface Harness {
   restartApiserver(): Promise<void>
   /** Puts a policy (YAML text) in force; returns once the webhook has loaded it. */
   setPolicy(yaml: string): Promise<void>
-  /** The /readyz of each webhook instance. */
+  /** The /readyz of each webhook instance (replica), in a stable order. */
   webhookReadiness(): Promise<WebhookReadiness[]>
-  /** The Prometheus text of each webhook instance. */
+  /** The Prometheus text of each webhook instance (replica), in the same order. */
   webhookMetrics(): Promise<string[]>
+  /**
+   * Whether the replicas share their reservations (serve without --no-shared-reservation): local,
+   * SHARED_RESERVATION of hack/local/up.sh; kind, the Deployment's arguments.
+   */
+  sharedReservation(): Promise<boolean>
   /** What the summary should say about the target (versions, names). */
   describe(): Record<string, string>
 }

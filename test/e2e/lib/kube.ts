@@ -222,11 +222,17 @@ export class Cluster {
   }
 
   /**
-   * Deletes a ServiceCIDR and waits until it is gone. The webhook's cache follows the API by a watch,
+   * Deletes a ServiceCIDR and waits until it is gone (timeoutMs 0: does not wait). The webhook's cache follows the API by a watch,
    * so a delete sent the moment the last Service went away may still be refused as in use: such a
    * refusal is retried for a few seconds, any other refusal is an error.
    */
   async deleteServiceCIDR(name: string, timeoutMs = 90_000): Promise<void> {
+    await this.admitDeleteServiceCIDR(name)
+    if (timeoutMs > 0) await this.waitServiceCIDRGone(name, timeoutMs)
+  }
+
+  /** Sends the DELETE (retrying a refusal as in use for a few seconds, see deleteServiceCIDR). */
+  private async admitDeleteServiceCIDR(name: string): Promise<void> {
     await poll(`the deletion of ServiceCIDR ${name} to be admitted`, async () => {
       try {
         await this.net.deleteServiceCIDR({ name })
@@ -238,7 +244,6 @@ export class Cluster {
         throw new Fatal(`deleting ServiceCIDR ${name}: ${failed === undefined ? String(error) : `HTTP ${failed.code}: ${failed.status.message ?? ''}`}`, { cause: error })
       }
     }, { timeoutMs: 10_000 })
-    await this.waitServiceCIDRGone(name, timeoutMs)
   }
 
   /**
@@ -261,14 +266,20 @@ export class Cluster {
 
   /**
    * Removes everything a spec labelled: its Services first (releasing their addresses), then its
-   * ServiceCIDRs, waiting until each is gone. Run before a spec (left-overs of a crashed run) and after.
+   * ServiceCIDRs, waiting until they are gone. Run before a spec (left-overs of a crashed run) and
+   * after. The ServiceCIDRs are deleted a few at a time and then awaited together: each waits for
+   * kube-controller-manager's 10 s grace, so hundreds one after the other would take an hour.
    */
-  async cleanup(spec: string): Promise<void> {
+  async cleanup(spec: string, timeoutMs = 180_000): Promise<void> {
     const selector = `${specLabel}=${spec}`
     const services = await this.core.listNamespacedService({ namespace: serviceNamespace, labelSelector: selector })
     for (const service of services.items) await this.deleteService(service.metadata?.name ?? '')
-    const cidrs = await this.net.listServiceCIDR({ labelSelector: selector })
-    for (const cidr of cidrs.items) await this.deleteServiceCIDR(cidr.metadata?.name ?? '')
+    const names = (await this.net.listServiceCIDR({ labelSelector: selector })).items.map((cidr) => cidr.metadata?.name ?? '')
+    const queue = [...names]
+    await Promise.all(Array.from({ length: Math.min(16, queue.length) }, async () => {
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) await this.deleteServiceCIDR(name, 0)
+    }))
+    await poll(`the ${String(names.length)} ServiceCIDR(s) of ${spec} to be deleted`, async () => (await this.net.listServiceCIDR({ labelSelector: selector })).items.length === 0, { timeoutMs, intervalMs: 1000 })
   }
 
   async metrics(): Promise<string> {

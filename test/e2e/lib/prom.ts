@@ -89,6 +89,23 @@ export function quantile(q: number, h: Histogram): number | undefined {
   return previousBound
 }
 
+/** What `after` observed since `before` (two scrapes of one process, counters not reset between). */
+export function since(after: Histogram, before: Histogram): Histogram {
+  const earlier = new Map(before.buckets.map((bucket) => [bucket.le, bucket.count]))
+  return {
+    count: after.count - before.count,
+    sum: after.sum - before.sum,
+    buckets: after.buckets.map(({ le, count }) => ({ le, count: count - (earlier.get(le) ?? 0) })),
+  }
+}
+
+/** The value of a counter (summed over the series whose labels include `match`). */
+export function counter(samples: readonly Sample[], name: string, match: Readonly<Record<string, string>> = {}): number {
+  return samples
+    .filter((sample) => sample.name === name && Object.entries(match).every(([key, value]) => sample.labels[key] === value))
+    .reduce((sum, sample) => sum + sample.value, 0)
+}
+
 export interface LatencySummary {
   readonly count: number
   readonly sumSeconds: number

@@ -37,6 +37,8 @@ export interface FileReport {
   readonly specs: readonly SpecRecord[]
   readonly requirements: readonly RequirementRecord[]
   readonly counts: { readonly run: number, readonly passed: number, readonly failed: number, readonly skipped: number }
+  /** Figures a spec file measured (counts, latencies), for the summary. */
+  readonly measurements: Readonly<Record<string, unknown>>
   readonly ok: boolean
 }
 
@@ -56,6 +58,7 @@ export class SpecFile {
   private readonly startedAt = Date.now()
   private readonly specs: SpecRecord[] = []
   private readonly requirements: RequirementRecord[] = []
+  private readonly measurements: Record<string, unknown> = {}
 
   constructor(t: Test, moduleURL: string) {
     this.t = t
@@ -94,6 +97,11 @@ export class SpecFile {
     this.requirements.push({ name, applied, required: required().includes(name), reason })
   }
 
+  /** Records a figure this file measured; the summary lists them per file. */
+  measure(name: string, value: unknown): void {
+    this.measurements[name] = value
+  }
+
   /** The record as it stands: what has run so far. */
   report(): FileReport {
     const counts = {
@@ -111,6 +119,7 @@ export class SpecFile {
       specs: this.specs,
       requirements: this.requirements,
       counts,
+      measurements: this.measurements,
       ok: counts.failed === 0 && this.requirements.every((entry) => entry.applied || !entry.required),
     }
   }

@@ -2,12 +2,14 @@
 
 import t from 'tap'
 import { pino } from 'pino'
-import { createReviewer, type ClusterPort } from '../../../src/admission/reviewer.ts'
+import { createReviewer, type ClusterPort, type ReservationPort } from '../../../src/admission/reviewer.ts'
+import { formatReservations, SharedReservations } from '../../../src/cluster/reservations.ts'
 import { parsePolicy } from '../../../src/config/policy.ts'
 import { ClusterState, toServiceCIDRRecord } from '../../../src/policy/state.ts'
 import type { Policy } from '../../../src/policy/types.ts'
 import { buildWebhookApp, type Readiness } from '../../../src/server/app.ts'
 import { Metrics } from '../../../src/server/metrics.ts'
+import { MemoryLeaseStore } from '../../support/lease-store.ts'
 
 const gke = parsePolicy(`
 apiVersion: servicecidr-guard/v1alpha1
@@ -26,17 +28,18 @@ interface Harness {
   setReady(ready: boolean): void
 }
 
-function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never } = {}): Harness {
+function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never, reservations?: ReservationPort } = {}): Harness {
   const state = new ClusterState()
   state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/28'] } })!)
   const cluster: ClusterPort = {
     view: () => (options.synced ?? true ? state : undefined),
     reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) },
+    release: (record) => { state.release(record) },
   }
   let ready = true
   const metrics = new Metrics({ state, synced: () => true, relists: () => 0 }, { defaultMetrics: false })
   const health = { readiness: (): Readiness => ({ ready, checks: { cache: { state: ready ? 'Synced' : 'Syncing' } } }) }
-  const reviewer = options.reviewer ?? createReviewer({ policy: () => policy, cluster })
+  const reviewer = options.reviewer ?? createReviewer({ policy: () => policy, cluster, reservations: options.reservations })
   const app = buildWebhookApp({ logger: silent, metrics, health, reviewer })
   return { state, app, metrics, setReady: (value) => { ready = value } }
 }
@@ -145,6 +148,89 @@ t.test('while the cache is not synced, CREATE fails closed but the apiserver def
     payload: review('CREATE', 'kubernetes', ['10.96.0.0/28'], { userInfo: { username: 'system:apiserver', groups: ['system:masters'] } }),
   })
   t.same(apiserver.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-kubernetes', allowed: true } })
+})
+
+/** The shared reservations over an in-memory Lease, as another replica would see it too. */
+function shared(store: MemoryLeaseStore): SharedReservations {
+  return new SharedReservations({ store, replica: 'replica-1', ttlMs: 10_000, deadlineMs: 1000, log: { warn: () => undefined } })
+}
+
+const unconfirmedMessage = 'the overlap check across the webhook\'s replicas could not be completed: kube-apiserver could not be reached: injected unavailable'
+
+t.test('the shared reservation cannot be recorded: Deny refuses with a message that says so and to retry', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.failWith = 'unavailable'
+  const { app, state } = harness(gke, { reservations: shared(store) })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'extra', ['34.118.224.0/24']) })
+  t.equal(response.statusCode, 200)
+  t.same(response.json(), {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: {
+      uid: 'uid-extra',
+      allowed: false,
+      status: {
+        code: 403,
+        reason: 'Forbidden',
+        message: `ServiceCIDR "extra" was not admitted: ${unconfirmedMessage}. Nothing was created; retry in a few seconds, and if this keeps happening, ask your platform team to check the servicecidr-guard webhook.`,
+        details: { causes: [{ reason: 'OverlapUnconfirmed', message: unconfirmedMessage, field: 'spec.cidrs' }] },
+      },
+      auditAnnotations: { 'servicecidr-guard.dev/violations': `OverlapUnconfirmed: ${unconfirmedMessage}` },
+    },
+  })
+  t.same([...state.pendingServiceCIDRs()], [], 'the refused CREATE holds no reservation here')
+})
+
+t.test('the shared reservation cannot be recorded: Warn admits with a warning, Audit admits with the audit annotation', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.failWith = 'unavailable'
+  const warn = harness({ ...gke, enforcement: 'Warn' }, { reservations: shared(store) })
+  const warned = await warn.app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'extra', ['34.118.224.0/24']) })
+  t.same(warned.json(), {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: {
+      uid: 'uid-extra',
+      allowed: true,
+      warnings: [`servicecidr-guard (Warn): ${unconfirmedMessage}; another replica may have admitted an overlapping range at the same moment`],
+      auditAnnotations: { 'servicecidr-guard.dev/violations': `OverlapUnconfirmed: ${unconfirmedMessage}` },
+    },
+  })
+  const audit = harness({ ...gke, enforcement: 'Audit' }, { reservations: shared(store) })
+  const audited = await audit.app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'extra', ['34.118.224.0/24']) })
+  t.same(audited.json(), {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: { uid: 'uid-extra', allowed: true, auditAnnotations: { 'servicecidr-guard.dev/violations': `OverlapUnconfirmed: ${unconfirmedMessage}` } },
+  })
+  const metrics = await audit.app.inject({ method: 'GET', url: '/metrics' })
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="audited"} 1')
+})
+
+t.test('a range another replica reserved moments ago: the CREATE is refused, naming it, with a free range', async (t) => {
+  const store = new MemoryLeaseStore({ annotation: formatReservations([{ name: 'theirs', cidrs: ['34.118.224.0/24'], expiresAt: Date.now() + 10_000, replica: 'replica-2', uid: 'u' }]) })
+  const { app } = harness(gke, { reservations: shared(store) })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'mine', ['34.118.224.0/25']) })
+  const cause = 'spec.cidrs[0] 34.118.224.0/25 overlaps ServiceCIDR "theirs" (34.118.224.0/24, admitted moments ago)'
+  t.same(response.json(), {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    response: {
+      uid: 'uid-mine',
+      allowed: false,
+      status: {
+        code: 403,
+        reason: 'Forbidden',
+        message: `ServiceCIDR "mine" is not allowed by the servicecidr-guard policy: ${cause}. 34.118.225.0/25 is free and the policy admits it.`,
+        details: { causes: [{ reason: 'Overlap', message: cause, field: 'spec.cidrs[0]' }] },
+      },
+      auditAnnotations: { 'servicecidr-guard.dev/violations': `Overlap: ${cause}` },
+    },
+  })
+  t.equal(store.updates, 0, 'nothing written for a refused CREATE')
+  const recorded = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'elsewhere', ['34.118.226.0/24']) })
+  t.same(recorded.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-elsewhere', allowed: true } }, 'a range nobody holds is admitted')
+  t.equal(store.updates, 1, 'and recorded in the Lease')
 })
 
 const errorReview = (uid: string, code: number, reason: string, message: string): unknown => ({

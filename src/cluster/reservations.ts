@@ -1,0 +1,338 @@
+// Reservations every replica sees: the one serialisation point that keeps two replicas from each
+// admitting one of two overlapping ServiceCIDRs created at the same moment.
+//
+// Each admitted range is written into one Lease (an annotation holding a JSON list) with a PUT whose
+// resourceVersion is the version the decision was checked against. kube-apiserver accepts only one
+// write per version, so of two overlapping admissions the later write must have been checked against
+// a version that holds the earlier one: on 409 Conflict the Lease is read again and the request
+// decided again, with what it now holds, up to a bound of attempts and within a deadline.
+//
+// A replica writes one batch at a time (everything that queued while the previous write was in
+// flight), so it never conflicts with itself; within a batch no two ranges overlap, because each was
+// first reserved in this replica's own model synchronously. The last Lease seen (from this replica's
+// own GET or PUT) is kept, so a lone writer needs one PUT, not GET and PUT; if another replica wrote
+// meanwhile, the PUT conflicts and the Lease is read again.
+//
+// Entries leave the Lease only when their TTL has passed (each write prunes the expired). Each
+// replica stops counting an entry as soon as its own watch shows the ServiceCIDR
+// (src/policy/reservations.ts); removing the entry from the Lease at that moment would let a replica
+// whose watch lags behind see neither the object nor the entry, and admit an overlapping range.
+
+import type { LeaseObject, LeaseStore, StoreErrorKind } from './lease.ts'
+import { StoreError } from './lease.ts'
+
+export const reservationsAnnotation = 'servicecidr-guard.dev/reservations'
+
+export interface Reservation {
+  readonly name: string
+  /** The CIDRs the admitted request adds (all of a CREATE's; the new family of an UPDATE's). */
+  readonly cidrs: readonly string[]
+  /** When it ends, in ms since the epoch by the clock of the replica that wrote it. */
+  readonly expiresAt: number
+  readonly replica: string
+  /** The AdmissionReview's uid, to find the review in the logs. */
+  readonly uid: string
+}
+
+export interface ReserveRequest {
+  readonly name: string
+  readonly cidrs: readonly string[]
+  readonly uid: string
+}
+
+/**
+ * Why a reservation could not be recorded: the StoreError kinds, plus conflicts beyond the bound,
+ * the deadline, a Lease too full to take more, and a bug (internal).
+ */
+export type FailureReason = Exclude<StoreErrorKind, 'conflict' | 'timeout'> | 'conflicts' | 'deadline' | 'full' | 'internal'
+
+export type ReserveResult =
+  | { readonly outcome: 'recorded' }
+  /** Decided again with the Lease's reservations, the request is no longer admitted. */
+  | { readonly outcome: 'refused' }
+  | { readonly outcome: 'failed', readonly reason: FailureReason, readonly detail: string }
+
+/**
+ * Decides the request again with the reservations the Lease holds (expired ones left out); true if
+ * it is still admitted. Called once per attempt: after a conflict the Lease may hold more.
+ */
+export type Recheck = (held: readonly Reservation[]) => boolean
+
+/** Counters the server exports; every callback is optional. */
+export interface ReservationEvents {
+  settled?(outcome: 'recorded' | 'refused' | FailureReason, seconds: number): void
+  write?(result: 'written' | 'conflict' | 'error'): void
+  /** Reservations this replica wrote whose ServiceCIDR the watch never showed before they expired. */
+  expiredUnseen?(count: number): void
+}
+
+export interface SharedReservationsOptions {
+  readonly store: LeaseStore
+  /** Who writes, for people reading the Lease: pod name and process. */
+  readonly replica: string
+  readonly ttlMs: number
+  /** A review waits at most this long for its reservation, queue and retries included. */
+  readonly deadlineMs: number
+  /** Writes tried per batch before failing closed (default 10); the deadline bounds them too. */
+  readonly maxAttempts?: number
+  readonly maxEntries?: number
+  readonly now?: () => number
+  readonly log: { warn(object: object, message: string): void }
+  readonly events?: ReservationEvents
+}
+
+interface Waiter {
+  readonly request: ReserveRequest
+  readonly recheck: Recheck
+  readonly deadline: number
+  settled: boolean
+  settle(result: ReserveResult): void
+}
+
+interface WireEntry {
+  name?: unknown
+  cidrs?: unknown
+  expires?: unknown
+  replica?: unknown
+  uid?: unknown
+}
+
+/** The annotation's JSON, read leniently: an entry that does not parse is dropped and counted. */
+export function parseReservations(text: string | undefined): { entries: Reservation[], malformed: number } {
+  if (text === undefined || text === '') return { entries: [], malformed: 0 }
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
+    return { entries: [], malformed: 1 }
+  }
+  if (!Array.isArray(raw)) return { entries: [], malformed: 1 }
+  const entries: Reservation[] = []
+  let malformed = 0
+  for (const item of raw as WireEntry[]) {
+    const expiresAt = typeof item.expires === 'string' ? Date.parse(item.expires) : Number.NaN
+    const cidrs = Array.isArray(item.cidrs) && item.cidrs.every((cidr) => typeof cidr === 'string') ? item.cidrs : undefined
+    if (typeof item.name !== 'string' || item.name === '' || cidrs === undefined || Number.isNaN(expiresAt)) {
+      malformed++
+      continue
+    }
+    entries.push({ name: item.name, cidrs, expiresAt, replica: typeof item.replica === 'string' ? item.replica : '', uid: typeof item.uid === 'string' ? item.uid : '' })
+  }
+  return { entries, malformed }
+}
+
+export function formatReservations(entries: readonly Reservation[]): string {
+  return JSON.stringify(entries.map(({ name, cidrs, expiresAt, replica, uid }) => ({ name, cidrs, expires: new Date(expiresAt).toISOString(), replica, uid })))
+}
+
+/**
+ * The store's answer, or a timeout: the store aborts its own requests at `ms`, and this bounds a store
+ * that would not, so one hung call can never hold this replica's queue of reviews.
+ */
+function within<T>(call: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(new StoreError('timeout', `no answer within ${String(ms)} ms`)) }, ms)
+  })
+  return Promise.race([call, timeout]).finally(() => { clearTimeout(timer) })
+}
+
+function withEntries(lease: LeaseObject, entries: readonly Reservation[]): LeaseObject {
+  return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: formatReservations(entries) } } }
+}
+
+export class SharedReservations {
+  private readonly options: SharedReservationsOptions
+  private readonly now: () => number
+  private readonly maxAttempts: number
+  private readonly maxEntries: number
+  private readonly queue: Waiter[] = []
+  private draining = false
+  /** The Lease as this replica last read or wrote it. */
+  private cached: LeaseObject | undefined
+  /** What this replica wrote, until the watch shows the ServiceCIDR or the reservation expires. */
+  private readonly tracked = new Map<string, { readonly cidrs: readonly string[], readonly expiresAt: number }>()
+  lastError: string | undefined
+
+  constructor(options: SharedReservationsOptions) {
+    this.options = options
+    this.now = options.now ?? Date.now
+    this.maxAttempts = options.maxAttempts ?? 10
+    this.maxEntries = options.maxEntries ?? 1000
+  }
+
+  get where(): string {
+    return this.options.store.where
+  }
+
+  /**
+   * Records the request's range in the Lease, deciding it again with what the Lease holds. Never
+   * rejects: it answers within the deadline, with the reason if it could not record.
+   */
+  reserve(request: ReserveRequest, recheck: Recheck): Promise<ReserveResult> {
+    const startedAt = this.now()
+    this.sweep(startedAt)
+    return new Promise<ReserveResult>((resolve) => {
+      const waiter: Waiter = {
+        request,
+        recheck,
+        deadline: startedAt + this.options.deadlineMs,
+        settled: false,
+        settle: (result) => {
+          if (waiter.settled) return
+          waiter.settled = true
+          clearTimeout(timer)
+          this.options.events?.settled?.(result.outcome === 'failed' ? result.reason : result.outcome, (this.now() - startedAt) / 1000)
+          resolve(result)
+        },
+      }
+      // A write still in flight at the deadline may yet succeed: the review has been answered by
+      // then, and the entry expires like any other whose ServiceCIDR never appears.
+      const timer = setTimeout(() => {
+        waiter.settle({ outcome: 'failed', reason: 'deadline', detail: `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s` })
+      }, this.options.deadlineMs)
+      this.queue.push(waiter)
+      void this.drain()
+    })
+  }
+
+  /** The watch shows a ServiceCIDR: a reservation of ours for it has done its job. */
+  observe(record: { readonly name: string, readonly cidrs: readonly { readonly text: string }[] }): void {
+    const entry = this.tracked.get(record.name)
+    if (entry !== undefined && entry.cidrs.every((cidr) => record.cidrs.some((prefix) => prefix.text === cidr))) this.tracked.delete(record.name)
+  }
+
+  /** Counts (and forgets) reservations of ours that expired without their ServiceCIDR appearing. */
+  sweep(now = this.now()): number {
+    let expired = 0
+    for (const [name, entry] of this.tracked) {
+      if (entry.expiresAt > now) continue
+      this.tracked.delete(name)
+      expired++
+    }
+    if (expired > 0) this.options.events?.expiredUnseen?.(expired)
+    return expired
+  }
+
+  /** Reads the Lease once, so a missing Lease or RBAC is reported at start-up, not at the first CREATE. */
+  async probe(): Promise<string | undefined> {
+    try {
+      this.cached = await within(this.options.store.get(this.options.deadlineMs), this.options.deadlineMs)
+      this.lastError = undefined
+    } catch (error) {
+      this.lastError = error instanceof Error ? error.message : String(error)
+    }
+    return this.lastError
+  }
+
+  private async drain(): Promise<void> {
+    if (this.draining) return
+    this.draining = true
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0).filter((waiter) => !waiter.settled)
+        if (batch.length === 0) continue
+        try {
+          await this.write(batch)
+        } catch (error) {
+          // A bug must not leave a review waiting: it is answered, failing closed.
+          this.options.log.warn({ err: error }, 'shared reservation failed unexpectedly')
+          this.fail(batch, 'internal', `an internal error (${error instanceof Error ? error.message : String(error)})`)
+        }
+      }
+    } finally {
+      this.draining = false
+    }
+  }
+
+  private fail(waiters: readonly Waiter[], reason: FailureReason, detail: string): void {
+    this.lastError = detail
+    for (const waiter of waiters) waiter.settle({ outcome: 'failed', reason, detail })
+  }
+
+  private failed(waiters: readonly Waiter[], error: unknown): void {
+    if (!(error instanceof StoreError)) throw error
+    const { where } = this
+    switch (error.kind) {
+      case 'missing':
+        this.fail(waiters, 'missing', `the Lease ${where} does not exist (it comes with the webhook's manifests; apply them again)`)
+        return
+      case 'forbidden':
+        this.fail(waiters, 'forbidden', `the webhook may not read or update the Lease ${where} (${error.message}); its Role grants get and update on that Lease`)
+        return
+      case 'rejected':
+        this.fail(waiters, 'rejected', `kube-apiserver refused the update of the Lease ${where}: ${error.message}`)
+        return
+      case 'timeout':
+        this.fail(waiters, 'deadline', `kube-apiserver did not answer in time: ${error.message}`)
+        return
+      case 'unavailable':
+      case 'conflict':
+        this.fail(waiters, 'unavailable', `kube-apiserver could not be reached: ${error.message}`)
+    }
+  }
+
+  private async write(batch: readonly Waiter[]): Promise<void> {
+    const { store, ttlMs } = this.options
+    let waiting = batch
+    for (let attempt = 1; ; attempt++) {
+      waiting = waiting.filter((waiter) => !waiter.settled)
+      if (waiting.length === 0) return
+      if (attempt > this.maxAttempts) {
+        this.fail(waiting, 'conflicts', `the Lease ${this.where} changed under it ${String(this.maxAttempts)} times in a row (other replicas writing)`)
+        return
+      }
+      const timeoutMs = Math.max(1, Math.max(...waiting.map((waiter) => waiter.deadline)) - this.now())
+      let lease = this.cached
+      if (lease === undefined) {
+        try {
+          lease = await within(store.get(timeoutMs), timeoutMs)
+        } catch (error) {
+          this.failed(waiting, error)
+          return
+        }
+        this.cached = lease
+      }
+      const now = this.now()
+      const { entries, malformed } = parseReservations(lease.metadata?.annotations?.[reservationsAnnotation])
+      if (malformed > 0) this.options.log.warn({ lease: this.where, malformed }, 'reservations in the Lease that do not parse are dropped')
+      const held = entries.filter((entry) => entry.expiresAt > now)
+      for (const waiter of waiting) {
+        if (!waiter.settled && !waiter.recheck(held)) waiter.settle({ outcome: 'refused' })
+      }
+      const admitted = waiting.filter((waiter) => !waiter.settled)
+      if (admitted.length === 0) return
+      // A request retried under the same name replaces its earlier entry.
+      const names = new Set(admitted.map((waiter) => waiter.request.name))
+      const mine = admitted.map(({ request }): Reservation => ({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid }))
+      const next = [...held.filter((entry) => !names.has(entry.name)), ...mine]
+      if (next.length > this.maxEntries) {
+        this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
+        return
+      }
+      const writeTimeoutMs = Math.max(1, Math.max(...admitted.map((waiter) => waiter.deadline)) - this.now())
+      try {
+        this.cached = await within(store.update(withEntries(lease, next), writeTimeoutMs), writeTimeoutMs)
+      } catch (error) {
+        this.cached = undefined
+        if (error instanceof StoreError && error.kind === 'conflict') {
+          this.options.events?.write?.('conflict')
+          waiting = admitted
+          // Another replica wrote in between. A short random pause before reading again, so two
+          // replicas writing back to back do not collide in step every time (client-go's
+          // retry.RetryOnConflict backs off 10 ms with jitter; this is full jitter, growing a little).
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(50, 5 * attempt)))
+          continue
+        }
+        this.options.events?.write?.('error')
+        this.failed(admitted, error)
+        return
+      }
+      this.options.events?.write?.('written')
+      this.lastError = undefined
+      for (const entry of mine) this.tracked.set(entry.name, { cidrs: entry.cidrs, expiresAt: entry.expiresAt })
+      for (const waiter of admitted) waiter.settle({ outcome: 'recorded' })
+      return
+    }
+  }
+}

@@ -1,0 +1,85 @@
+// An in-memory Lease with kube-apiserver's optimistic concurrency: every write bumps the
+// resourceVersion, and a write whose metadata.resourceVersion is not the current one is refused with
+// a conflict, as the apiserver answers 409 (GuaranteedUpdate's precondition in
+// k8s.io/apiserver/pkg/registry/generic/registry/store.go). Faults are switched on per test.
+
+import { StoreError, type LeaseObject, type LeaseStore, type StoreErrorKind } from '../../src/cluster/lease.ts'
+import { reservationsAnnotation } from '../../src/cluster/reservations.ts'
+
+const clone = (lease: LeaseObject): LeaseObject => structuredClone(lease)
+
+export class MemoryLeaseStore implements LeaseStore {
+  readonly where = 'servicecidr-guard-system/servicecidr-guard-reservations'
+  private lease: LeaseObject | undefined
+  private version = 1
+  gets = 0
+  updates = 0
+  conflicts = 0
+  /** Every call fails this way until cleared. */
+  failWith: StoreErrorKind | undefined
+  /** Calls never answer (an apiserver that accepted the connection and hangs). */
+  hang = false
+  /** Each call takes this long. */
+  latencyMs = 0
+  /** Runs just before an update is checked: another replica writing in between. */
+  beforeUpdate: (() => void) | undefined
+
+  constructor(options: { missing?: boolean, annotation?: string } = {}) {
+    if (options.missing !== true) {
+      this.lease = {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: {
+          name: 'servicecidr-guard-reservations',
+          namespace: 'servicecidr-guard-system',
+          resourceVersion: String(this.version),
+          labels: { 'app.kubernetes.io/name': 'servicecidr-guard' },
+          ...(options.annotation === undefined ? {} : { annotations: { [reservationsAnnotation]: options.annotation } }),
+        },
+        spec: {},
+      }
+    }
+  }
+
+  get resourceVersion(): number {
+    return this.version
+  }
+
+  /** The reservations annotation as stored. */
+  get annotation(): string | undefined {
+    return this.lease?.metadata?.annotations?.[reservationsAnnotation]
+  }
+
+  private async call(): Promise<void> {
+    if (this.hang) await new Promise<never>(() => undefined)
+    if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs))
+    if (this.failWith !== undefined) throw new StoreError(this.failWith, `injected ${this.failWith}`)
+    if (this.lease === undefined) throw new StoreError('missing', 'leases.coordination.k8s.io "servicecidr-guard-reservations" not found')
+  }
+
+  async get(): Promise<LeaseObject> {
+    this.gets++
+    await this.call()
+    return clone(this.lease as LeaseObject)
+  }
+
+  async update(lease: LeaseObject): Promise<LeaseObject> {
+    this.updates++
+    await this.call()
+    this.beforeUpdate?.()
+    if (lease.metadata?.resourceVersion !== String(this.version)) {
+      this.conflicts++
+      throw new StoreError('conflict', 'Operation cannot be fulfilled on leases.coordination.k8s.io "servicecidr-guard-reservations": the object has been modified; please apply your changes to the latest version and try again')
+    }
+    this.version++
+    this.lease = clone({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(this.version) } })
+    return clone(this.lease)
+  }
+
+  /** Someone else's write: the annotation replaced, the version bumped. */
+  overwrite(annotation: string): void {
+    const current = this.lease as LeaseObject
+    this.version++
+    this.lease = { ...current, metadata: { ...current.metadata, resourceVersion: String(this.version), annotations: { [reservationsAnnotation]: annotation } } }
+  }
+}

@@ -1,0 +1,128 @@
+// The reviewer with its reservations: several replicas, each with its own cluster model, sharing one
+// Lease (in memory, with kube-apiserver's resourceVersion preconditions). What is reserved where,
+// what is released, and the guarantee: of two overlapping CREATEs racing through two replicas,
+// exactly one is admitted; with the shared reservation off, both are.
+
+import t from 'tap'
+import { createReviewer, type Outcome, type Reviewer } from '../../../src/admission/reviewer.ts'
+import { parseReservations, SharedReservations } from '../../../src/cluster/reservations.ts'
+import { ClusterState } from '../../../src/policy/state.ts'
+import type { Policy } from '../../../src/policy/types.ts'
+import { MemoryLeaseStore } from '../../support/lease-store.ts'
+import { policy as makePolicy, serviceCIDR } from '../../support/fixtures.ts'
+import { admissionReview } from '../../support/review.ts'
+
+interface Replica {
+  readonly review: Reviewer
+  readonly state: ClusterState
+}
+
+function replica(store: MemoryLeaseStore | undefined, policy: Policy = makePolicy(), name = 'replica-1'): Replica {
+  const state = new ClusterState()
+  state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')])
+  const reservations = store && new SharedReservations({ store, replica: name, ttlMs: 10_000, deadlineMs: 2000, log: { warn: () => undefined } })
+  const review = createReviewer({
+    policy: () => policy,
+    cluster: { view: () => state, reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
+    reservations,
+  })
+  return { review, state }
+}
+
+const pending = (state: ClusterState): string[] => [...state.pendingServiceCIDRs()].map((record) => record.name)
+const allowed = (outcome: Outcome): boolean => outcome.decision?.allowed === true
+const heldNames = (store: MemoryLeaseStore): string[] => parseReservations(store.annotation).entries.map((entry) => `${entry.name} ${entry.cidrs.join(',')}`)
+
+async function race(one: Replica, two: Replica, pairs: number): Promise<{ both: number, one: number, none: number }> {
+  const results = await Promise.all(Array.from({ length: pairs }, async (_, pair) => {
+    const [a, b] = await Promise.all([
+      one.review(admissionReview('CREATE', `a-${String(pair)}`, [`10.1.${String(pair)}.0/24`])),
+      two.review(admissionReview('CREATE', `b-${String(pair)}`, [`10.1.${String(pair)}.128/25`])),
+    ])
+    return Number(allowed(a)) + Number(allowed(b))
+  }))
+  return { both: results.filter((n) => n === 2).length, one: results.filter((n) => n === 1).length, none: results.filter((n) => n === 0).length }
+}
+
+t.test('two replicas, one Lease: of two overlapping CREATEs racing, exactly one is admitted', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.latencyMs = 1
+  const counts = await race(replica(store), replica(store, makePolicy(), 'replica-2'), 50)
+  t.same(counts, { both: 0, one: 50, none: 0 }, '50 pairs: never both, never neither')
+  t.ok(store.conflicts > 0, `the replicas raced for the Lease (${String(store.conflicts)} conflicts)`)
+})
+
+t.test('the same race with the shared reservation off: every pair is admitted twice', async (t) => {
+  const counts = await race(replica(undefined), replica(undefined, makePolicy(), 'replica-2'), 50)
+  t.same(counts, { both: 50, one: 0, none: 0 }, 'what the shared reservation prevents')
+})
+
+t.test('a CREATE refused for another replica\'s reservation names it, and releases the local reservation', async (t) => {
+  const store = new MemoryLeaseStore()
+  const one = replica(store)
+  const two = replica(store, makePolicy(), 'replica-2')
+  t.ok(allowed(await one.review(admissionReview('CREATE', 'first', ['10.0.0.0/24']))))
+  const second = await two.review(admissionReview('CREATE', 'second', ['10.0.0.0/25']))
+  t.equal(second.decision?.allowed, false)
+  t.match(second.decision?.message, 'spec.cidrs[0] 10.0.0.0/25 overlaps ServiceCIDR "first" (10.0.0.0/24, admitted moments ago)')
+  t.equal(second.reservation, 'refused')
+  t.same(pending(two.state), [], 'replica-2 holds nothing for the refused CREATE')
+  t.same(heldNames(store), ['first 10.0.0.0/24'])
+})
+
+t.test('what is recorded: CREATEs and UPDATEs adding a family; never dry runs, metadata-only UPDATEs, DELETEs, the apiserver default, or overlap: Allow', async (t) => {
+  const store = new MemoryLeaseStore()
+  const { review, state } = replica(store)
+  const apiserver = { username: 'system:apiserver', groups: ['system:masters'] }
+  const cases: { name: string, body: Record<string, unknown>, reservation: string | undefined }[] = [
+    { name: 'dry-run CREATE', body: admissionReview('CREATE', 'dry', ['10.0.0.0/24'], { dryRun: true }), reservation: undefined },
+    { name: 'metadata-only UPDATE', body: admissionReview('UPDATE', 'labels', ['10.0.1.0/24']), reservation: undefined },
+    { name: 'DELETE', body: admissionReview('DELETE', 'gone', ['10.0.2.0/24']), reservation: undefined },
+    { name: 'the apiserver\'s own default', body: admissionReview('CREATE', 'kubernetes', ['10.96.0.0/28'], { userInfo: apiserver }), reservation: undefined },
+    { name: 'CREATE', body: admissionReview('CREATE', 'new', ['10.0.3.0/24']), reservation: 'recorded' },
+    { name: 'UPDATE adding IPv6', body: admissionReview('UPDATE', 'dual', ['10.0.4.0/24', 'fd00::/64'], { oldCIDRs: ['10.0.4.0/24'] }), reservation: 'recorded' },
+  ]
+  for (const { name, body, reservation } of cases) {
+    const outcome = await review(body)
+    t.ok(allowed(outcome), `${name}: allowed`)
+    t.equal(outcome.reservation, reservation, `${name}: ${reservation ?? 'nothing shared'}`)
+  }
+  t.same(heldNames(store), ['new 10.0.3.0/24', 'dual fd00::/64'], 'an UPDATE records only the CIDR it adds')
+  t.same(pending(state), ['kubernetes', 'new', 'dual'], 'this replica\'s own reservations: the default too, as before')
+
+  const open = new MemoryLeaseStore()
+  const allow = replica(open, makePolicy({ overlap: 'Allow' }))
+  t.equal((await allow.review(admissionReview('CREATE', 'free', ['10.0.5.0/24']))).reservation, undefined, 'overlap: Allow reads no reservation, so writes none')
+  t.equal(open.updates + open.gets, 0, 'the Lease was not touched')
+})
+
+t.test('the Lease cannot be written: Deny refuses and releases; Warn and Audit admit and keep the local reservation', async (t) => {
+  for (const enforcement of ['Deny', 'Warn', 'Audit'] as const) {
+    const store = new MemoryLeaseStore()
+    store.failWith = 'unavailable'
+    const { review, state } = replica(store, makePolicy({ enforcement }))
+    const outcome = await review(admissionReview('CREATE', 'extra', ['10.0.0.0/24']))
+    t.equal(outcome.reservation, 'failed (unavailable)', `${enforcement}: the failure is logged`)
+    t.equal(outcome.verdict, { Deny: 'denied', Warn: 'warned', Audit: 'audited' }[enforcement], `${enforcement}: ${outcome.verdict}`)
+    t.same(outcome.decision?.violations.map((violation) => violation.rule), ['OverlapUnconfirmed'])
+    t.same(pending(state), enforcement === 'Deny' ? [] : ['extra'], `${enforcement}: local reservation ${enforcement === 'Deny' ? 'released' : 'kept'}`)
+  }
+})
+
+t.test('an exempt CREATE is recorded, so others\' checks see it, but never refused: not for an overlap, not for a failed write', async (t) => {
+  const exempt = { username: 'break-glass', groups: [] }
+  const policy = makePolicy({ exemptions: { usernames: ['break-glass'] } })
+  const store = new MemoryLeaseStore()
+  const one = replica(store, policy)
+  const two = replica(store, policy, 'replica-2')
+  t.ok(allowed(await one.review(admissionReview('CREATE', 'normal', ['10.0.0.0/24']))))
+  const overlapping = await two.review(admissionReview('CREATE', 'exempt', ['10.0.0.0/25'], { userInfo: exempt }))
+  t.ok(allowed(overlapping), 'admitted over another replica\'s reservation')
+  t.equal(overlapping.reservation, 'recorded')
+  const refused = await one.review(admissionReview('CREATE', 'late', ['10.0.0.64/26']))
+  t.equal(refused.decision?.allowed, false, 'a later, non-exempt overlap is refused')
+  store.failWith = 'forbidden'
+  const failed = await two.review(admissionReview('CREATE', 'exempt-2', ['10.0.9.0/24'], { userInfo: exempt }))
+  t.ok(allowed(failed), 'admitted though the Lease could not be written')
+  t.same(failed.decision?.violations.map((violation) => violation.rule), ['OverlapUnconfirmed'], 'the failure is recorded for the audit log')
+})

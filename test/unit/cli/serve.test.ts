@@ -1,0 +1,45 @@
+// serve's flags for the shared reservations: where the Lease is (by default in the Pod's own
+// namespace), switching it off, and the checks that refuse a setting that cannot work.
+
+import t from 'tap'
+import { defaultReservationLease, sharedReservation } from '../../../src/cli/serve.ts'
+import { podNamespace, serviceAccountNamespaceFile } from '../../../src/cluster/kube.ts'
+import { run } from '../../helpers/cli.ts'
+
+const flags = { sharedReservation: true, reservationTtl: 10, reservationDeadline: 3 }
+
+t.test('the Lease: --reservation-lease, else the Pod\'s namespace and the shipped name; off with --no-shared-reservation', (t) => {
+  t.equal(defaultReservationLease, 'servicecidr-guard-reservations')
+  t.same(sharedReservation(flags, () => 'servicecidr-guard-system'), { namespace: 'servicecidr-guard-system', name: 'servicecidr-guard-reservations', deadlineMs: 3000 })
+  t.same(sharedReservation({ ...flags, reservationLease: { namespace: 'ops', name: 'guard' } }, () => undefined), { namespace: 'ops', name: 'guard', deadlineMs: 3000 }, 'the flag needs no namespace from the Pod')
+  t.equal(sharedReservation({ ...flags, sharedReservation: false }, () => undefined), undefined, 'off: per replica only')
+  t.throws(() => sharedReservation(flags, () => undefined), {
+    message: 'cannot tell which namespace holds the shared reservation Lease: pass --reservation-lease NAMESPACE/NAME (or set POD_NAMESPACE), or --no-shared-reservation to reserve per replica only',
+  }, 'outside a Pod without the flag: a clear error, not a guess')
+  t.throws(() => sharedReservation({ ...flags, reservationTtl: 3 }, () => 'ns'), {
+    message: '--reservation-ttl (3 s) must be longer than --reservation-deadline (3 s): a reservation must outlive the review that made it',
+  })
+  t.end()
+})
+
+t.test('podNamespace: POD_NAMESPACE (the Downward API), else the service account\'s namespace file', (t) => {
+  const files: Record<string, string> = { [serviceAccountNamespaceFile]: 'from-file\n' }
+  const read = (path: string): string => {
+    const text = files[path]
+    if (text === undefined) throw new Error(`ENOENT: ${path}`)
+    return text
+  }
+  t.equal(podNamespace({ POD_NAMESPACE: ' from-env ' }, read), 'from-env')
+  t.equal(podNamespace({}, read), 'from-file')
+  t.equal(podNamespace({ POD_NAMESPACE: '' }, read), 'from-file', 'an empty variable does not count')
+  t.equal(podNamespace({}, () => { throw new Error('ENOENT') }), undefined, 'outside a Pod')
+  t.end()
+})
+
+t.test('a --reservation-lease that is not NAMESPACE/NAME is a usage error', async (t) => {
+  for (const value of ['just-a-name', 'a/b/c', 'Upper/name', '/name', 'ns/']) {
+    const { code, stderr } = await run(['serve', '--reservation-lease', value])
+    t.equal(code, 2, value)
+    t.match(stderr, `error: option '--reservation-lease <namespace/name>' argument '${value}' is invalid. must be NAMESPACE/NAME of a Lease`)
+  }
+})

@@ -1,0 +1,293 @@
+// The shared reservation protocol against an in-memory Lease that enforces resourceVersion
+// preconditions as kube-apiserver does: one write per version, re-read and decide again on a
+// conflict, a bound on attempts, a deadline, expiry, and failing closed with a reason.
+
+import t from 'tap'
+import { formatReservations, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
+import { MemoryLeaseStore } from '../../support/lease-store.ts'
+import { serviceCIDR } from '../../support/fixtures.ts'
+
+const start = Date.parse('2026-12-01T10:00:00Z')
+const ttlMs = 10_000
+
+interface Rig {
+  store: MemoryLeaseStore
+  reservations: SharedReservations
+  clock: { now: number }
+  settled: string[]
+  writes: string[]
+  expired: number[]
+  warnings: string[]
+}
+
+function rig(store = new MemoryLeaseStore(), options: Partial<SharedReservationsOptions> = {}): Rig {
+  const clock = { now: start }
+  const settled: string[] = []
+  const writes: string[] = []
+  const expired: number[] = []
+  const warnings: string[] = []
+  const reservations = new SharedReservations({
+    store,
+    replica: 'replica-1',
+    ttlMs,
+    deadlineMs: 1000,
+    now: () => clock.now,
+    log: { warn: (_object, message) => { warnings.push(message) } },
+    events: {
+      settled: (outcome) => { settled.push(outcome) },
+      write: (result) => { writes.push(result) },
+      expiredUnseen: (count) => { expired.push(count) },
+    },
+    ...options,
+  })
+  return { store, reservations, clock, settled, writes, expired, warnings }
+}
+
+const always = (): boolean => true
+const request = (name: string, cidrs: string[], uid = `uid-${name}`): { name: string, cidrs: string[], uid: string } => ({ name, cidrs, uid })
+const entry = (name: string, cidrs: string[], expiresAt: number, replica = 'replica-2'): Reservation => ({ name, cidrs, expiresAt, replica, uid: `uid-${name}` })
+const held = (store: MemoryLeaseStore): Reservation[] => parseReservations(store.annotation).entries
+
+t.test('a lone writer: one GET, then one PUT per reservation, each checked against the version it writes', async (t) => {
+  const { store, reservations, writes, settled } = rig()
+  t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), always), { outcome: 'recorded' })
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' })
+  t.equal(store.gets, 1, 'read once; after that the Lease this replica wrote is the one it checks against')
+  t.equal(store.updates, 2, 'one PUT per reservation')
+  t.same(writes, ['written', 'written'])
+  t.same(settled, ['recorded', 'recorded'])
+  t.same(held(store), [entry('a', ['10.0.0.0/24'], start + ttlMs, 'replica-1'), entry('b', ['10.0.1.0/24'], start + ttlMs, 'replica-1')], 'name, CIDRs, expiry (now + TTL), replica and uid')
+  t.same((JSON.parse(store.annotation ?? '') as unknown[])[0], { name: 'a', cidrs: ['10.0.0.0/24'], expires: '2026-12-01T10:00:10.000Z', replica: 'replica-1', uid: 'uid-a' }, 'the annotation as people read it')
+})
+
+t.test('the recheck sees what the Lease holds, expired entries left out; a refused request writes nothing', async (t) => {
+  const store = new MemoryLeaseStore({ annotation: formatReservations([entry('live', ['10.0.0.0/24'], start + 1), entry('gone', ['10.0.1.0/24'], start)]) })
+  const { reservations, settled } = rig(store)
+  const seen: string[][] = []
+  const result = await reservations.reserve(request('b', ['10.0.0.0/25']), (entries) => {
+    seen.push(entries.map((item) => item.name))
+    return !entries.some((item) => item.name === 'live')
+  })
+  t.same(result, { outcome: 'refused' })
+  t.same(seen, [['live']], 'an entry expiring exactly now is expired')
+  t.equal(store.updates, 0, 'nothing written')
+  t.same(settled, ['refused'])
+})
+
+t.test('conflict: another replica wrote since the Lease was read; read again and decide again with its entry', async (t) => {
+  const { store, reservations, writes } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  // replica-2 records an overlapping range; this replica's copy of the Lease is now stale.
+  store.overwrite(formatReservations([...held(store), entry('other', ['10.0.2.0/24'], start + ttlMs)]))
+  const calls: string[][] = []
+  const result = await reservations.reserve(request('mine', ['10.0.2.0/25']), (entries) => {
+    calls.push(entries.map((item) => item.name))
+    return !entries.some((item) => item.name === 'other')
+  })
+  t.same(result, { outcome: 'refused' }, 'refused once the other replica\'s entry is seen')
+  t.same(calls, [['a'], ['a', 'other']], 'decided against the stale copy, then again against the version read after the 409')
+  t.equal(store.conflicts, 1)
+  t.same(writes, ['written', 'conflict'])
+  t.equal(store.gets, 2)
+})
+
+t.test('conflict with a write that does not overlap: recorded on the retry, both entries kept', async (t) => {
+  const { store, reservations } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  store.overwrite(formatReservations([...held(store), entry('other', ['10.9.0.0/24'], start + ttlMs)]))
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' })
+  t.same(held(store).map((item) => item.name), ['a', 'other', 'b'])
+  t.equal(store.conflicts, 1)
+})
+
+t.test('conflicts beyond the bound fail closed, with the reason', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.beforeUpdate = () => { store.overwrite('[]') }
+  const { reservations, settled } = rig(store, { maxAttempts: 3 })
+  const result = await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  t.same(result, { outcome: 'failed', reason: 'conflicts', detail: 'the Lease servicecidr-guard-system/servicecidr-guard-reservations changed under it 3 times in a row (other replicas writing)' })
+  t.equal(store.updates, 3, 'three attempts')
+  t.same(settled, ['conflicts'])
+  t.match(reservations.lastError, /changed under it 3 times/)
+})
+
+t.test('expiry: the next write prunes expired entries; until then they count', async (t) => {
+  const store = new MemoryLeaseStore({ annotation: formatReservations([entry('old', ['10.0.0.0/24'], start + 5), entry('young', ['10.0.1.0/24'], start + 5000)]) })
+  const { reservations, clock } = rig(store)
+  clock.now = start + 10
+  await reservations.reserve(request('new', ['10.0.2.0/24']), always)
+  t.same(held(store).map((item) => item.name), ['young', 'new'], 'the expired entry is gone, the live one stays')
+})
+
+t.test('an entry leaves the Lease only by expiry, even once the watch has shown its ServiceCIDR', async (t) => {
+  // A replica whose watch lags must still see the entry: removing it when the first replica's
+  // watch shows the object would let the lagging one admit an overlapping range.
+  const { store, reservations, clock } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  reservations.observe(serviceCIDR('a', '10.0.0.0/24'))
+  clock.now = start + ttlMs - 1
+  await reservations.reserve(request('b', ['10.0.1.0/24']), always)
+  t.same(held(store).map((item) => item.name), ['a', 'b'], 'still held one millisecond before it expires')
+  clock.now = start + ttlMs
+  await reservations.reserve(request('c', ['10.0.2.0/24']), always)
+  t.same(held(store).map((item) => item.name), ['b', 'c'], 'pruned once expired')
+})
+
+t.test('a request retried under the same name replaces its earlier entry', async (t) => {
+  const { store, reservations, clock } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-1'), always)
+  clock.now = start + 1000
+  await reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-2'), always)
+  t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + 1000 + ttlMs, 'replica-1'), uid: 'uid-2' }])
+})
+
+t.test('apiserver down, Lease missing, RBAC refusing, object refused: fail closed with a reason that says what happened', async (t) => {
+  const cases = [
+    { kind: 'unavailable', reason: 'unavailable', detail: /^kube-apiserver could not be reached: injected unavailable$/ },
+    { kind: 'forbidden', reason: 'forbidden', detail: /may not read or update the Lease servicecidr-guard-system\/servicecidr-guard-reservations .*its Role grants get and update/ },
+    { kind: 'rejected', reason: 'rejected', detail: /kube-apiserver refused the update of the Lease/ },
+    { kind: 'timeout', reason: 'deadline', detail: /did not answer in time/ },
+  ] as const
+  for (const { kind, reason, detail } of cases) {
+    const store = new MemoryLeaseStore()
+    store.failWith = kind
+    const { reservations, settled } = rig(store)
+    const result = await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+    t.match(result, { outcome: 'failed', reason, detail }, kind)
+    t.same(settled, [reason], `${kind}: counted as ${reason}`)
+  }
+  const { reservations } = rig(new MemoryLeaseStore({ missing: true }))
+  t.match(await reservations.reserve(request('a', ['10.0.0.0/24']), always), {
+    outcome: 'failed',
+    reason: 'missing',
+    detail: 'the Lease servicecidr-guard-system/servicecidr-guard-reservations does not exist (it comes with the webhook\'s manifests; apply them again)',
+  })
+})
+
+t.test('a write that fails after a successful read drops the cached copy and fails closed', async (t) => {
+  const { store, reservations, writes } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  store.failWith = 'unavailable'
+  t.match(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'failed', reason: 'unavailable' })
+  t.same(writes, ['written', 'error'])
+  store.failWith = undefined
+  t.same(await reservations.reserve(request('c', ['10.0.2.0/24']), always), { outcome: 'recorded' }, 'works again once the apiserver is back')
+  t.equal(store.gets, 2, 'read afresh after the failure')
+})
+
+t.test('deadline: a hung apiserver answers nothing; the review is answered in time, failing closed', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.hang = true
+  const { reservations } = rig(store, { deadlineMs: 50 })
+  const began = performance.now()
+  const result = await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  const took = performance.now() - began
+  t.same(result, { outcome: 'failed', reason: 'deadline', detail: 'recording it in Lease servicecidr-guard-system/servicecidr-guard-reservations took longer than 0.05 s' })
+  t.ok(took >= 45 && took < 1000, `answered after the deadline, not before and not much later (${took.toFixed(0)} ms)`)
+  store.hang = false
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'the hung call did not hold the queue: the next review is recorded')
+})
+
+t.test('one write in flight per replica: what queues meanwhile goes in the next write, and never conflicts', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.latencyMs = 20
+  const { reservations } = rig(store)
+  const results = await Promise.all(Array.from({ length: 10 }, (_, i) => reservations.reserve(request(`r${String(i)}`, [`10.0.${String(i)}.0/24`]), always)))
+  t.same(results, Array.from({ length: 10 }, () => ({ outcome: 'recorded' })))
+  t.equal(store.conflicts, 0, 'no conflict with itself')
+  t.equal(store.updates, 2, 'the first alone, then the nine that queued behind it in one write')
+  t.equal(held(store).length, 10)
+})
+
+t.test('a batch: each request is decided on its own; the refused ones are left out of the write', async (t) => {
+  const store = new MemoryLeaseStore({ annotation: formatReservations([entry('other', ['10.0.5.0/24'], start + ttlMs)]) })
+  store.latencyMs = 10
+  const { reservations } = rig(store)
+  const first = reservations.reserve(request('first', ['10.0.0.0/24']), always)
+  const refuse = (entries: readonly Reservation[]): boolean => !entries.some((item) => item.name === 'other')
+  const [a, b, c] = await Promise.all([first, reservations.reserve(request('clash', ['10.0.5.0/25']), refuse), reservations.reserve(request('fine', ['10.0.6.0/24']), always)])
+  t.same([a, b, c], [{ outcome: 'recorded' }, { outcome: 'refused' }, { outcome: 'recorded' }])
+  t.same(held(store).map((item) => item.name), ['other', 'first', 'fine'])
+})
+
+t.test('a Lease too full to take more fails closed', async (t) => {
+  const store = new MemoryLeaseStore({ annotation: formatReservations([entry('x', ['10.1.0.0/24'], start + ttlMs), entry('y', ['10.1.1.0/24'], start + ttlMs)]) })
+  const { reservations } = rig(store, { maxEntries: 2 })
+  t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), always), {
+    outcome: 'failed',
+    reason: 'full',
+    detail: 'the Lease servicecidr-guard-system/servicecidr-guard-reservations already holds 2 reservations, the most it takes is 2',
+  })
+  t.equal(store.updates, 0)
+})
+
+t.test('an annotation that does not parse is dropped with a warning and written over', async (t) => {
+  for (const annotation of ['not json', '{"a": 1}', '[{"name": "x"}, {"name": "ok", "cidrs": ["10.9.0.0/24"], "expires": "2026-12-01T10:00:05Z"}]']) {
+    const { store, reservations, warnings } = rig(new MemoryLeaseStore({ annotation }))
+    t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), always), { outcome: 'recorded' }, annotation)
+    t.same(warnings, ['reservations in the Lease that do not parse are dropped'], `${annotation}: a warning`)
+    t.same(held(store).map((item) => item.name), annotation.includes('"ok"') ? ['ok', 'a'] : ['a'], `${annotation}: the entries that parse are kept`)
+  }
+})
+
+t.test('a recheck that throws (a bug) fails closed instead of leaving the review waiting', async (t) => {
+  const { reservations, settled } = rig()
+  const result = await reservations.reserve(request('a', ['10.0.0.0/24']), () => { throw new TypeError('boom') })
+  t.same(result, { outcome: 'failed', reason: 'internal', detail: 'an internal error (boom)' })
+  t.same(settled, ['internal'])
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'and keeps working')
+})
+
+t.test('expired unseen: a reservation of ours whose ServiceCIDR the watch never showed is counted once it expires', async (t) => {
+  const { reservations, clock, expired } = rig()
+  await reservations.reserve(request('shown', ['10.0.0.0/24']), always)
+  await reservations.reserve(request('added-family', ['fd00::/64']), always)
+  await reservations.reserve(request('forged', ['10.0.2.0/24']), always)
+  await reservations.reserve(request('other-cidrs', ['10.0.3.0/24']), always)
+  reservations.observe(serviceCIDR('shown', '10.0.0.0/24'))
+  reservations.observe(serviceCIDR('added-family', '10.0.1.0/24', 'fd00::/64'))
+  reservations.observe(serviceCIDR('other-cidrs', '10.0.4.0/24'))
+  clock.now = start + ttlMs - 1
+  t.equal(reservations.sweep(), 0, 'nothing expired yet')
+  clock.now = start + ttlMs
+  t.equal(reservations.sweep(), 2, 'the forged one and the one whose object never carried its CIDRs')
+  t.same(expired, [2])
+  t.equal(reservations.sweep(), 0, 'each counted once')
+})
+
+t.test('probe: reports a Lease that cannot be read, and clears once it can', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.failWith = 'forbidden'
+  const { reservations } = rig(store)
+  t.equal(await reservations.probe(), 'injected forbidden')
+  t.equal(reservations.lastError, 'injected forbidden')
+  store.failWith = undefined
+  t.equal(await reservations.probe(), undefined)
+  t.equal(reservations.lastError, undefined)
+})
+
+t.test('parseReservations and formatReservations round-trip', (t) => {
+  const entries = [entry('a', ['10.0.0.0/24', 'fd00::/64'], start + 1234), entry('b', ['10.0.1.0/24'], start)]
+  t.same(parseReservations(formatReservations(entries)), { entries, malformed: 0 })
+  t.same(parseReservations(undefined), { entries: [], malformed: 0 })
+  t.same(parseReservations(''), { entries: [], malformed: 0 })
+  t.same(parseReservations('[{"name": "a", "cidrs": [1], "expires": "2026-12-01T10:00:00Z"}, {"name": "b", "cidrs": [], "expires": "soon"}]'), { entries: [], malformed: 2 })
+  t.end()
+})
+
+t.test('two replicas on one Lease: of two overlapping requests racing, exactly one is recorded', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.latencyMs = 2
+  const one = rig(store).reservations
+  const two = rig(store, { replica: 'replica-2' }).reservations
+  const overlapsHeld = (cidr: string) => (entries: readonly Reservation[]): boolean => !entries.some((item) => item.cidrs.includes(cidr))
+  for (let pair = 0; pair < 20; pair++) {
+    const cidr = `10.1.${String(pair)}.0/24`
+    const results: ReserveResult[] = await Promise.all([
+      one.reserve(request(`a-${String(pair)}`, [cidr]), overlapsHeld(cidr)),
+      two.reserve(request(`b-${String(pair)}`, [cidr]), overlapsHeld(cidr)),
+    ])
+    t.same(results.map((result) => result.outcome).sort(), ['recorded', 'refused'], `pair ${String(pair)}: one recorded, one refused`)
+  }
+  t.ok(store.conflicts > 0, `the replicas did conflict (${String(store.conflicts)} times) and resolved it by reading again`)
+})
