@@ -18,7 +18,7 @@ const logger = pino({ level: 'info' }, pino.destination({ dest: '/dev/null', syn
 const metrics = new Metrics({ state, synced: () => true, relists: () => 0 })
 const reviewer = createReviewer({
   policy: () => policy,
-  cluster: { view: () => state, reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
+  cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
 const app = buildWebhookApp({ logger, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
