@@ -64,7 +64,7 @@ async function underLoad(t: Test, name: string, cidr: string, fault: () => Promi
     load.enter('during')
     const started = Date.now()
     await fault()
-    t.comment(`${name}: fault done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    t.comment(`${name}: fault from ${new Date(started).toISOString()}, done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
     load.enter('after')
     await sleep(settleMs)
   } finally {
