@@ -30,7 +30,7 @@
 #                        are applied (default config/default); the webhook then runs as that
 #                        ServiceAccount, with exactly the permissions the manifests grant
 #   WEBHOOK_REPLICAS     how many webhook processes (default 2); with 2 or more, a round robin
-#                        (hack/round-robin-proxy.ts) listens on WEBHOOK_PORT and each replica on its own port
+#                        (hack/local/round-robin-proxy.ts) listens on WEBHOOK_PORT and each replica on its own port
 #   SHARED_RESERVATION   1 (default): the replicas record admitted ranges in the reservations Lease;
 #                        0: each reserves on its own (serve --no-shared-reservation)
 #   WEBHOOK_MAIN         built entry point to run (default dist/main.js)
@@ -476,7 +476,7 @@ if [[ $WEBHOOK != 0 ]]; then
   for ((n = 1; n <= WEBHOOK_REPLICAS; n++)); do launch_webhook_replica "$n"; done
   # Several replicas: one address for the apiserver, a new connection to each replica in turn.
   if ((WEBHOOK_REPLICAS > 1)); then
-    proxy_cmd=("$node" "$repo_root/hack/round-robin-proxy.ts" --listen "127.0.0.1:$WEBHOOK_PORT")
+    proxy_cmd=("$node" "$repo_root/hack/local/round-robin-proxy.ts" --listen "127.0.0.1:$WEBHOOK_PORT")
     for p in "${replica_ports[@]}"; do proxy_cmd+=(--backend "127.0.0.1:$p"); done
     launch webhook-proxy "${proxy_cmd[@]}"
   fi

@@ -1,5 +1,5 @@
 // Overlapping ranges are never both admitted, however many replicas answer. Two (or more) webhook
-// replicas behind one endpoint (local: processes behind hack/round-robin-proxy.ts; kind: the
+// replicas behind one endpoint (local: processes behind hack/local/round-robin-proxy.ts; kind: the
 // Deployment's Pods behind their Service); pairs of overlapping ServiceCIDR CREATEs with different
 // names are sent at the same instant through kube-apiserver, and no pair may be admitted twice.
 //

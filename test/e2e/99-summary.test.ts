@@ -53,9 +53,29 @@ await file.spec('latency: kube-apiserver\'s measure of the webhook, and the webh
   t.ok(decision.count > 0, 'the webhook decided reviews during the run')
 })
 
+/**
+ * The spec files this run must report: every file in test/e2e, or the ones E2E_SPECS names (a
+ * subset run, e.g. `make e2e-race-off`; the summary then lists them in `selected`). A named file
+ * that does not exist is an error, never a smaller run.
+ */
+function expectedFiles(): string[] {
+  const all = readdirSync(specDir).filter((name) => name.endsWith('.test.ts') && name !== self).sort()
+  const selected = selectedFiles()
+  if (selected === undefined) return all
+  const unknown = selected.filter((name) => !all.includes(name))
+  if (unknown.length > 0) throw new Error(`E2E_SPECS names spec files that do not exist: ${unknown.join(', ')}`)
+  return selected
+}
+
+/** E2E_SPECS as file names ("09-replicas" is 09-replicas.test.ts), or undefined for the whole suite. */
+function selectedFiles(): string[] | undefined {
+  const names = (process.env['E2E_SPECS'] ?? '').split(/[\s,]+/).filter((name) => name !== '')
+  return names.length === 0 ? undefined : names.map((name) => name.endsWith('.test.ts') ? name : `${name}.test.ts`).sort()
+}
+
 await file.spec('coverage: every spec file reported for this run, none failed, every required item covered', (t) => {
   const runId = currentRunId()
-  const expected = readdirSync(specDir).filter((name) => name.endsWith('.test.ts') && name !== self).sort()
+  const expected = expectedFiles()
   const reports: FileReport[] = []
   const missing: string[] = []
   for (const name of expected) {
@@ -88,6 +108,7 @@ await file.spec('coverage: every spec file reported for this run, none failed, e
     durationMs: finishedAt.getTime() - new Date(run.startedAt).getTime(),
     target: harness.describe(),
     required: required(),
+    selected: selectedFiles() ?? null,
     ok: missing.length === 0 && reports.every((report) => report.ok && report.counts.run > 0) && required().every((name) => requirements.some((entry) => entry.name === name && entry.applied)),
     missing,
     files: reports.map(({ file: name, durationMs, counts, specs, requirements: covered, measurements, ok }) => ({ file: name, ok, durationMs, ...counts, specs, requirements: covered, measurements })),

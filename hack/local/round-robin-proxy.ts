@@ -4,7 +4,7 @@
 // untouched. A replica that refuses the connection is skipped for that connection, as kube-proxy
 // leaves out endpoints that are not ready. Needs only Node (24, which runs this file as it is).
 //
-//   node hack/round-robin-proxy.ts --listen 127.0.0.1:29443 --backend 127.0.0.1:29444 --backend 127.0.0.1:29445
+//   node hack/local/round-robin-proxy.ts --listen 127.0.0.1:29443 --backend 127.0.0.1:29444 --backend 127.0.0.1:29445
 //
 // Logs one line when it listens, one per backend it could not reach, and the connections each
 // backend took when it stops (SIGTERM, SIGINT).
