@@ -44,7 +44,7 @@ async function buildReservations(): Promise<ReservationPort | undefined> {
 }
 const reviewer = createReviewer({
   policy: () => policy,
-  cluster: { view: () => state, reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
+  cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
   reservations: await buildReservations(),
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))

@@ -17,8 +17,9 @@ log() { printf '[install] %s\n' "$*" >&2; }
 # openssl: certificates for the local control plane and tests; jq, curl: the hack/ scripts;
 # iproute2 (ss): port checks in local-up; git, make: the build itself; shellcheck: make lint;
 # mmdebstrap: the local base images (hack/images/bases.sh); libcap2-bin (capsh): the container
-# engine's capability check.
-packages=(openssl jq curl ca-certificates iproute2 git make shellcheck mmdebstrap libcap2-bin)
+# engine's capability check, setcap for the kind node image; gcc, libc6-dev: the static pause binary
+# of the kind node image (hack/kind/node/binaries.sh).
+packages=(openssl jq curl ca-certificates iproute2 git make shellcheck mmdebstrap libcap2-bin gcc libc6-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")

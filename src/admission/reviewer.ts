@@ -12,6 +12,8 @@ import { decodeReview, encodeDecision, encodeError, type AdmissionReviewOut } fr
 export interface ClusterPort {
   /** The cluster as last seen, or undefined while it is not known (not synced, or stale). */
   view(): ClusterView | undefined
+  /** Resolves once view() is known again, or after a short bound (ClusterCache.current). */
+  current(): Promise<void>
   /** Remembers an admitted ServiceCIDR until the watch shows it (see ClusterState.reserve). */
   reserve(record: ServiceCIDRRecord): void
   /** Forgets a reservation whose admission was withdrawn. */
@@ -93,6 +95,9 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
   return async (body) => {
     const decoded = decodeReview(body)
     if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail)
+    // Before deciding, never between decide() and reserve() below. Still unknown after the wait,
+    // the rules that need the cluster fail closed.
+    if (cluster.view() === undefined) await cluster.current()
     if ('service' in decoded) {
       const decision = decideService(policy(), cluster.view(), decoded.service)
       return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service }

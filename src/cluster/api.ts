@@ -61,7 +61,28 @@ interface Page {
   readonly items?: readonly ObjectLike[]
 }
 
-export class ListError extends Error {}
+/** A LIST that failed; `status` is the HTTP status and `detail` the apiserver's own message, if it answered. */
+export class ListError extends Error {
+  readonly status: number | undefined
+  readonly detail: string | undefined
+
+  constructor(message: string, status?: number, detail?: string) {
+    super(message)
+    this.status = status
+    this.detail = detail
+  }
+}
+
+/** The message of a Kubernetes Status object in `text`, else the start of the text itself. */
+export function statusMessage(text: string): string {
+  try {
+    const parsed = JSON.parse(text) as { message?: unknown }
+    if (typeof parsed.message === 'string') return parsed.message
+  } catch {
+    // not a Status: fall through to the raw text
+  }
+  return text.slice(0, 200).trim()
+}
 
 /**
  * Lists every object in pages of `limit`, handing each page to `onPage`. Returns the list's
@@ -99,7 +120,8 @@ export async function listAll(
     })
     const body = Buffer.from(await response.body.arrayBuffer())
     if (response.statusCode !== 200) {
-      throw new ListError(`listing ${resource.plural}: HTTP ${response.statusCode}: ${body.toString('utf8', 0, 500)}`)
+      const detail = statusMessage(body.toString('utf8', 0, 4096))
+      throw new ListError(`listing ${resource.plural}: HTTP ${String(response.statusCode)}: ${detail}`, response.statusCode, detail)
     }
     const page = withoutMismatches(readJSON(body, pageShape)) as Page
     onPage(page.items ?? [])

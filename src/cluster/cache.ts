@@ -17,6 +17,8 @@ export interface ClusterCacheOptions {
   readonly onServiceCIDR?: (record: ServiceCIDRRecord) => void
   /** How long the view may go without an open watch before decisions stop trusting it. */
   readonly staleAfterMs?: number
+  /** How long current() waits for a view that is not current (default 1000 ms; see current()). */
+  readonly currentWaitMs?: number
   readonly watchSeconds?: number
 }
 
@@ -128,6 +130,22 @@ export class ClusterCache {
     if (!this.synced) return undefined
     this.state.expireReservations(this.now())
     return this.state
+  }
+
+  /**
+   * Resolves once the view can be trusted, or after currentWaitMs. A review that finds the view
+   * stale or still syncing is itself proof that kube-apiserver answers again (it is the caller), so
+   * the reflectors waiting out a retry back-off are woken to reconnect now, and the review waits
+   * for them, briefly: well inside the webhook's timeoutSeconds (5 s) with the shared reservation's
+   * deadline (3 s). Without this, the first reviews after a kube-apiserver restart longer than
+   * staleAfterMs are refused as "not finished reading" until the back-off ends.
+   */
+  async current(): Promise<void> {
+    const settled = (): boolean => this.synced || this.stopped
+    if (settled() || this.reflectors.length === 0) return
+    for (const reflector of this.reflectors) reflector.wake()
+    const deadline = Date.now() + (this.options.currentWaitMs ?? 1000)
+    while (!settled() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
   }
 
   reserve(record: ServiceCIDRRecord): void {

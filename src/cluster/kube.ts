@@ -2,6 +2,7 @@
 // and which namespace this process runs in.
 
 import { ApiException, KubeConfig } from '@kubernetes/client-node'
+import { ListError } from './api.ts'
 import { readFileSync } from 'node:fs'
 
 export function loadKubeConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env): KubeConfig {
@@ -49,6 +50,9 @@ export function describeClusterError(error: unknown, server: string, timeoutMs?:
       // Not a Status object: keep the text.
     }
     return `${server}: HTTP ${String(error.code)}${message === '' ? '' : `: ${message.trim()}`}`
+  }
+  if (error instanceof ListError && error.status !== undefined) {
+    return `${server}: HTTP ${String(error.status)}${error.detail === undefined || error.detail === '' ? '' : `: ${error.detail}`}`
   }
   if (error instanceof Error && error.name === 'AbortError' && timeoutMs !== undefined) {
     return `${server}: no answer within ${String(timeoutMs / 1000)} s`

@@ -6,6 +6,7 @@
 
 import type { KubeConfig } from '@kubernetes/client-node'
 import { Agent, request, type RequestOptions } from 'node:https'
+import { statusMessage } from './api.ts'
 
 /** The fields of a Lease this code reads; the rest is kept as read and sent back unchanged. */
 export interface LeaseObject {
@@ -53,17 +54,6 @@ export function kindOfStatus(status: number): StoreErrorKind {
   if (status === 401 || status === 403) return 'forbidden'
   if (status === 429 || status >= 500) return 'unavailable'
   return 'rejected'
-}
-
-/** The message of a metav1.Status body, or the start of whatever came back. */
-function statusMessage(text: string): string {
-  try {
-    const parsed = JSON.parse(text) as { message?: unknown }
-    if (typeof parsed.message === 'string') return parsed.message
-  } catch {
-    // not a Status: fall through to the raw text
-  }
-  return text.slice(0, 200)
 }
 
 export class KubeLeaseStore implements LeaseStore {

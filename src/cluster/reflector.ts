@@ -52,6 +52,8 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 export class Reflector<R> {
   private readonly options: ReflectorOptions<R>
   private readonly stopping = new AbortController()
+  /** Aborted by wake(): ends the retry back-off under way. */
+  private waking = new AbortController()
   private watchAbort: AbortController | undefined
   private loop: Promise<void> | undefined
   private resourceVersion = ''
@@ -84,6 +86,15 @@ export class Reflector<R> {
     this.loop ??= this.run()
   }
 
+  /**
+   * Retries at once if the reflector is waiting out a back-off after a failed list or watch: the
+   * caller has seen the API server answer again. Without it, after a long outage the back-off (up
+   * to its maximum, 30 s) outlasts the outage itself. No effect otherwise.
+   */
+  wake(): void {
+    this.waking.abort()
+  }
+
   async stop(): Promise<void> {
     this.stopping.abort()
     this.watchAbort?.abort()
@@ -111,7 +122,8 @@ export class Reflector<R> {
           continue
         }
         log.warn({ resource: resource.plural, err: error, retryInMs: delay }, 'list/watch failed; retrying')
-        await sleep(delay, this.stopping.signal)
+        this.waking = new AbortController()
+        await sleep(delay, AbortSignal.any([this.stopping.signal, this.waking.signal]))
         delay = Math.min(delay * 2, backoff.maxMs)
       }
     }

@@ -8,9 +8,9 @@ import { join } from 'node:path'
 import { outputDir, repoRoot, snapshotsDir } from '../lib/paths.ts'
 import { KindHarness } from './kind.ts'
 import { LocalHarness, localDir } from './local.ts'
-import type { Harness } from './types.ts'
+import type { Harness, ReplicaFaults } from './types.ts'
 
-export type { Harness, WebhookReadiness } from './types.ts'
+export type { Harness, ReplicaFaults, WebhookReadiness } from './types.ts'
 
 /** The policy the specs are written against (config/policies/gke-beta.yaml unless E2E_POLICY). */
 export const baselinePolicyPath = process.env['E2E_POLICY'] ?? join(repoRoot, 'config/policies/gke-beta.yaml')
@@ -124,6 +124,24 @@ class SharedActions implements E2EHarness {
     const saved = JSON.parse(readFileSync(unregisteredWebhookPath, 'utf8')) as Record<string, unknown>
     if (await this.cluster.webhookConfiguration() === undefined) await this.cluster.createWebhookConfiguration(saved)
     rmSync(unregisteredWebhookPath)
+  }
+
+  /** The target's Pod faults, each after a snapshot of the counters it resets. */
+  get replicas(): ReplicaFaults | undefined {
+    const inner = this.inner.replicas
+    if (inner === undefined) return undefined
+    return {
+      podNames: () => inner.podNames(),
+      podMetrics: (name) => inner.podMetrics(name),
+      deletePod: async (name) => {
+        save('webhook', 'before-pod-delete', [await inner.podMetrics(name)])
+        await inner.deletePod(name)
+      },
+      rollout: async () => {
+        save('webhook', 'before-rollout', await this.inner.webhookMetrics())
+        await inner.rollout()
+      },
+    }
   }
 
   describe(): Record<string, string> {

@@ -1,12 +1,21 @@
 // A kind cluster with servicecidr-guard installed from config/overlays/kind (hack/kind/e2e.sh). The
-// webhook is a Deployment; kube-apiserver is a static Pod on the node container
+// webhook is a Deployment behind a Service; kube-apiserver is a static Pod on the node container
 // "<cluster>-control-plane".
+//
+// A Pod that is terminating still answers kube-apiserver on the connections it already has (its
+// preStop sleep and shutdown delay are there for exactly that), so "the webhook is stopped" and "the
+// new policy is in force" both mean: no old Pod left at all, not merely none ready. And Pods that
+// are ready are not yet reachable through the Service until kube-proxy has written their rules, so
+// "the webhook is back" is proven the way kube-apiserver sees it: a dry-run request that the webhook
+// answers.
 //
 // How each action is done, and why:
 // - stopWebhook: the Deployment is scaled to 0 (its replica count is kept in an annotation so that
-//   startWebhook, maybe in another spec process, restores it); returns once the webhook Service has
-//   no ready endpoint. The apiserver then fails closed ("failed calling webhook").
-// - startWebhook: scaled back, `kubectl rollout status`, then every Pod's /readyz must be 200.
+//   startWebhook, maybe in another spec process, restores it), and the Pods are deleted with a
+//   grace period of 1 s: down at once, as after a crash, rather than after their preStop sleep and
+//   drain (about 7 s), which would outlast the 10 s a deleted ServiceCIDR stays Terminating, which
+//   05-faults needs. Returns once no Pod of the Deployment is left.
+// - startWebhook: scaled back, `kubectl rollout status`, every Pod's /readyz 200, then reachable.
 // - restartApiserver: `crictl stop` of the kube-apiserver container inside the node container
 //   (`docker exec <cluster>-control-plane`); the kubelet starts a new container for the static Pod at
 //   once. Moving /etc/kubernetes/manifests/kube-apiserver.yaml out and back would do the same, but
@@ -15,18 +24,20 @@
 // - setPolicy: the policy ConfigMap the Deployment mounts (kustomize names it with a hash suffix, so
 //   it is found through the Deployment's "policy" volume) gets the new policy.yaml, then
 //   `kubectl rollout restart` and `rollout status`: a ConfigMap volume is refreshed by the kubelet
-//   only after up to a minute, a restart is deterministic.
+//   only after up to a minute, a restart is deterministic. Returns once every old Pod is gone and the
+//   new ones are reachable: until then an old Pod may still decide by the old policy.
+// - replicas.rollout: the same rolling update with no change of policy (13-kind-faults).
+// - replicas.deletePod: deletes one Pod as `kubectl delete pod` does (its full grace period); returns
+//   once it is gone and its replacement is ready and reachable (13-kind-faults).
 // - webhookReadiness / webhookMetrics: each Pod's health port through the apiserver's Pod proxy.
 // - sharedReservation: the Deployment's container arguments (--no-shared-reservation or not).
-//
-// This harness cannot run on the development machine (no container engine); hack/kind/e2e.sh runs it.
 
-import { AppsV1Api, type V1Deployment } from '@kubernetes/client-node'
+import { AppsV1Api, type V1Deployment, type V1Pod } from '@kubernetes/client-node'
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { Cluster } from '../lib/kube.ts'
+import { apiFailure, Cluster, deniedPrefix } from '../lib/kube.ts'
 import { poll } from '../lib/wait.ts'
-import type { Harness, WebhookReadiness } from './types.ts'
+import type { Harness, ReplicaFaults, WebhookReadiness } from './types.ts'
 
 const run = promisify(execFile)
 
@@ -36,8 +47,9 @@ const service = 'servicecidr-guard-webhook'
 const podSelector = 'app.kubernetes.io/name=servicecidr-guard'
 const replicasAnnotation = 'e2e.servicecidr-guard.dev/replicas'
 
-export class KindHarness implements Harness {
+export class KindHarness implements Harness, ReplicaFaults {
   readonly name = 'kind'
+  readonly replicas: ReplicaFaults = this
   readonly kubeconfigPath: string
   readonly kubectl: string
   readonly cluster: Cluster
@@ -70,9 +82,12 @@ export class KindHarness implements Harness {
     return this.apps.readNamespacedDeployment({ name: deployment, namespace })
   }
 
+  private async listPods(): Promise<V1Pod[]> {
+    return (await this.cluster.core.listNamespacedPod({ namespace, labelSelector: podSelector })).items
+  }
+
   private async pods(): Promise<{ name: string, healthPort: number }[]> {
-    const list = await this.cluster.core.listNamespacedPod({ namespace, labelSelector: podSelector })
-    return list.items
+    return (await this.listPods())
       .filter((pod) => pod.metadata?.deletionTimestamp === undefined && pod.status?.phase === 'Running')
       .map((pod) => {
         const port = pod.spec?.containers.flatMap((container) => container.ports ?? []).find((entry) => entry.name === 'health')
@@ -90,30 +105,51 @@ export class KindHarness implements Harness {
     const replicas = current.spec?.replicas ?? 1
     if (replicas > 0) await this.kubectlRun('-n', namespace, 'annotate', '--overwrite', `deployment/${deployment}`, `${replicasAnnotation}=${replicas}`)
     await this.kubectlRun('-n', namespace, 'scale', `deployment/${deployment}`, '--replicas=0')
-    // Gone for kube-apiserver as soon as the webhook Service has no ready endpoint: it reaches the
-    // webhook through the Service, which leaves out terminating Pods still draining (preStop, shutdown
-    // delay). Waiting for the Pods to disappear would let the spec's 10 s finalizer grace run out.
-    await poll(`no ready endpoint left for Service ${service}`, async () => {
-      const slices = await this.cluster.rawJSON('GET', `/apis/discovery.k8s.io/v1/namespaces/${namespace}/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3D${service}`)
-      if (slices.status !== 200) throw new Error(`listing EndpointSlices: HTTP ${String(slices.status)}`)
-      const items = (slices.body as { items?: { endpoints?: { conditions?: { ready?: boolean } }[] }[] }).items ?? []
-      return items.every((slice) => (slice.endpoints ?? []).every((endpoint) => endpoint.conditions?.ready === false))
-    }, { timeoutMs: 120_000, intervalMs: 250 })
+    await this.kubectlRun('-n', namespace, 'delete', 'pods', '-l', podSelector, '--grace-period=1', '--wait=false')
+    await poll(`no Pod of deployment/${deployment} left`, async () => (await this.listPods()).length === 0, { timeoutMs: 120_000, intervalMs: 250 })
   }
 
   async startWebhook(): Promise<void> {
     const current = await this.readDeployment()
     const replicas = Number(current.metadata?.annotations?.[replicasAnnotation] ?? current.spec?.replicas ?? 1) || 1
     await this.kubectlRun('-n', namespace, 'scale', `deployment/${deployment}`, `--replicas=${replicas}`)
-    await this.kubectlRun('-n', namespace, 'rollout', 'status', `deployment/${deployment}`, '--timeout=300s')
-    await this.waitWebhookReady(replicas)
+    await this.settled(replicas)
   }
 
-  private async waitWebhookReady(replicas: number): Promise<void> {
+  /**
+   * Returns once the Deployment has rolled out, no old or terminating Pod is left, each of the
+   * `replicas` Pods answers /readyz 200, and kube-apiserver reaches the webhook through the Service.
+   */
+  private async settled(replicas: number): Promise<void> {
+    await this.kubectlRun('-n', namespace, 'rollout', 'status', `deployment/${deployment}`, '--timeout=300s')
+    await poll(`only the ${replicas} Pod(s) of the current ReplicaSet left`, async () => {
+      const all = await this.listPods()
+      return all.length === replicas && all.every((pod) => pod.metadata?.deletionTimestamp === undefined) &&
+        new Set(all.map((pod) => pod.metadata?.labels?.['pod-template-hash'])).size === 1
+    }, { timeoutMs: 180_000, intervalMs: 250 })
     await poll(`${replicas} webhook Pod(s) ready`, async () => {
       const all = await this.webhookReadiness()
       return all.length >= replicas && all.every((entry) => entry.status === 200)
-    }, { timeoutMs: 180_000, intervalMs: 1000 })
+    }, { timeoutMs: 180_000, intervalMs: 500 })
+    await this.waitReachable()
+  }
+
+  /**
+   * A dry-run create of an out-of-policy ServiceCIDR: answered by the webhook (denied; or admitted
+   * under Warn or Audit) once kube-apiserver can reach it through the Service, "failed calling
+   * webhook" before. A dry run changes nothing.
+   */
+  private async waitReachable(): Promise<void> {
+    await poll(`kube-apiserver to reach the webhook through Service ${service}`, async () => {
+      try {
+        await this.cluster.net.createServiceCIDR({ body: { metadata: { name: 'e2e-harness-reachable' }, spec: { cidrs: ['10.100.0.0/24'] } }, dryRun: 'All' })
+        return true
+      } catch (error) {
+        const failed = apiFailure(error)
+        if (failed?.code === 403 && failed.status.message?.startsWith(deniedPrefix) === true) return true
+        throw new Error(failed?.status.message ?? String(error), { cause: error })
+      }
+    }, { timeoutMs: 60_000, intervalMs: 250 })
   }
 
   async restartApiserver(): Promise<void> {
@@ -136,9 +172,32 @@ export class KindHarness implements Harness {
     if (configMap.data?.['policy.yaml'] === yaml) return
     configMap.data = { ...configMap.data, 'policy.yaml': yaml }
     await this.cluster.core.replaceNamespacedConfigMap({ name, namespace, body: configMap })
+    await this.rollout()
+  }
+
+  async rollout(): Promise<void> {
+    const current = await this.readDeployment()
     await this.kubectlRun('-n', namespace, 'rollout', 'restart', `deployment/${deployment}`)
-    await this.kubectlRun('-n', namespace, 'rollout', 'status', `deployment/${deployment}`, '--timeout=300s')
-    await this.waitWebhookReady(current.spec?.replicas ?? 1)
+    await this.settled(current.spec?.replicas ?? 1)
+  }
+
+  async podNames(): Promise<string[]> {
+    return (await this.pods()).map((pod) => pod.name)
+  }
+
+  async podMetrics(name: string): Promise<string> {
+    const pod = (await this.pods()).find((entry) => entry.name === name)
+    if (pod === undefined) throw new Error(`no running Pod ${name} of deployment/${deployment}`)
+    const response = await this.podGet(pod, '/metrics')
+    if (response.status !== 200) throw new Error(`metrics of Pod ${name}: HTTP ${String(response.status)}`)
+    return response.text
+  }
+
+  async deletePod(name: string): Promise<void> {
+    const current = await this.readDeployment()
+    await this.cluster.core.deleteNamespacedPod({ name, namespace })
+    await poll(`Pod ${name} to be gone`, async () => !(await this.listPods()).some((entry) => entry.metadata?.name === name), { timeoutMs: 120_000, intervalMs: 250 })
+    await this.settled(current.spec?.replicas ?? 1)
   }
 
   async webhookReadiness(): Promise<WebhookReadiness[]> {
@@ -169,6 +228,13 @@ export class KindHarness implements Harness {
   }
 
   describe(): Record<string, string> {
-    return { target: 'kind', cluster: this.clusterName, kubeconfig: this.kubeconfigPath }
+    return {
+      target: 'kind',
+      cluster: this.clusterName,
+      kubeconfig: this.kubeconfigPath,
+      // Set by hack/kind/e2e.sh: where the node image and cert-manager came from.
+      mode: process.env['KIND_MODE'] ?? 'unknown',
+      nodeImage: process.env['KIND_NODE_IMAGE'] ?? 'unknown',
+    }
   }
 }

@@ -21,6 +21,7 @@ export function localDir(repoRoot: string): string {
 
 export class LocalHarness implements Harness {
   readonly name = 'local'
+  readonly replicas = undefined
   readonly kubeconfigPath: string
   readonly kubectl: string
   readonly cluster: Cluster

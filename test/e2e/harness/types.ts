@@ -16,6 +16,21 @@ export interface WebhookReadiness {
   }
 }
 
+/**
+ * Faults that only a webhook run as a Deployment of several replicas can have (kind). The local
+ * control plane runs its replicas as processes: there it is undefined.
+ */
+export interface ReplicaFaults {
+  /** The names of the webhook's running Pods. */
+  podNames(): Promise<string[]>
+  /** The Prometheus text of one Pod. */
+  podMetrics(name: string): Promise<string>
+  /** Deletes one Pod as `kubectl delete pod` does; returns once its replacement is ready and reachable. */
+  deletePod(name: string): Promise<void>
+  /** A rolling update with no change (`kubectl rollout restart`); returns once only new Pods are left, ready and reachable. */
+  rollout(): Promise<void>
+}
+
 export interface Harness {
   readonly name: 'local' | 'kind'
   /** Where the kubeconfig is, for tools run as child processes (kubectl, the audit command). */
@@ -40,6 +55,8 @@ export interface Harness {
    * SHARED_RESERVATION of hack/local/up.sh; kind, the Deployment's arguments.
    */
   sharedReservation(): Promise<boolean>
+  /** Pod faults of the webhook's Deployment; undefined where the replicas are processes (local). */
+  readonly replicas: ReplicaFaults | undefined
   /** What the summary should say about the target (versions, names). */
   describe(): Record<string, string>
 }

@@ -2,7 +2,7 @@
 // output, never a throw on a non-zero exit.
 
 import { execFile } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { repoRoot } from './paths.ts'
@@ -17,9 +17,21 @@ export interface CLIResult {
 
 export const mainPath = join(repoRoot, 'dist/main.js')
 
-/** Builds dist/ if it is missing (hack/local/up.sh builds it; a run against another cluster may not). */
+/**
+ * Builds dist/ if it is missing or older than a file in src/: hack/local/up.sh builds it for local
+ * processes, but a run with WEBHOOK=image, on kind or against another cluster may not, and a stale
+ * dist/ would test yesterday's command line.
+ */
 export async function ensureBuilt(): Promise<void> {
-  if (!existsSync(mainPath)) await run('npm', ['run', '--silent', 'build'], { cwd: repoRoot, timeout: 300_000 })
+  if (existsSync(mainPath) && statSync(mainPath).mtimeMs >= newestSource()) return
+  await run('npm', ['run', '--silent', 'build'], { cwd: repoRoot, timeout: 300_000 })
+}
+
+/** The newest modification time of the files under src/. */
+function newestSource(): number {
+  const src = join(repoRoot, 'src')
+  return readdirSync(src, { recursive: true, encoding: 'utf8' })
+    .reduce((newest, name) => Math.max(newest, statSync(join(src, name)).mtimeMs), 0)
 }
 
 export async function cli(args: readonly string[], options: { env?: NodeJS.ProcessEnv, timeoutMs?: number } = {}): Promise<CLIResult> {

@@ -193,7 +193,7 @@ t.test('12,000 generated reviews through decode and decide', async (t) => {
   const synced = fc.oneof({ weight: 9, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) })
   await fc.assert(fc.asyncProperty(policies, clusters, synced, bodies, fc.integer({ min: 0, max: 9 }), async (policy, state, synced, body, appShare) => {
     counts.reviews++
-    const port: ClusterPort = { view: () => (synced ? state : undefined), reserve: () => undefined, release: () => undefined }
+    const port: ClusterPort = { view: () => (synced ? state : undefined), current: () => Promise.resolve(), reserve: () => undefined, release: () => undefined }
     const reviewer = createReviewer({ policy: () => policy, cluster: port })
     current = reviewer
     currentSynced = synced

@@ -24,7 +24,7 @@ function replica(store: MemoryLeaseStore | undefined, policy: Policy = makePolic
   const reservations = store && new SharedReservations({ store, replica: name, ttlMs: 10_000, deadlineMs: 2000, log: { warn: () => undefined } })
   const reviewer = createReviewer({
     policy: () => policy,
-    cluster: { view: () => state, reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
+    cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
     reservations,
   })
   return { review: (review) => reviewer(Buffer.from(JSON.stringify(review))), state }
@@ -126,4 +126,33 @@ t.test('an exempt CREATE is recorded, so others\' checks see it, but never refus
   const failed = await two.review(admissionReview('CREATE', 'exempt-2', ['10.0.9.0/24'], { userInfo: exempt }))
   t.ok(allowed(failed), 'admitted though the Lease could not be written')
   t.same(failed.decision?.violations.map((violation) => violation.rule), ['OverlapUnconfirmed'], 'the failure is recorded for the audit log')
+})
+
+t.test('a review that finds the view unknown waits for it (ClusterPort.current) before deciding', async (t) => {
+  const state = new ClusterState()
+  state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')])
+  let known = false
+  let waits = 0
+  const cluster = {
+    view: () => (known ? state : undefined),
+    current: () => { waits++; known = true; return Promise.resolve() },
+    reserve: (record: Parameters<ClusterState['reserve']>[0]) => { state.reserve(record, Number.MAX_SAFE_INTEGER) },
+    release: (record: Parameters<ClusterState['release']>[0]) => { state.release(record) },
+  }
+  const review = createReviewer({ policy: () => makePolicy(), cluster })
+  const first = await review(Buffer.from(JSON.stringify(admissionReview('CREATE', 'a', ['10.1.0.0/24']))))
+  t.ok(allowed(first), 'admitted with the view current() brought back')
+  t.equal(waits, 1, 'waited once')
+  await review(Buffer.from(JSON.stringify(admissionReview('CREATE', 'b', ['10.2.0.0/24']))))
+  t.equal(waits, 1, 'no wait while the view is known')
+})
+
+t.test('still unknown after current(): the review fails closed', async (t) => {
+  const review = createReviewer({
+    policy: () => makePolicy(),
+    cluster: { view: () => undefined, current: () => Promise.resolve(), reserve: () => undefined, release: () => undefined },
+  })
+  const outcome = await review(Buffer.from(JSON.stringify(admissionReview('CREATE', 'a', ['10.1.0.0/24']))))
+  t.notOk(allowed(outcome), 'refused')
+  t.match(outcome.decision?.message ?? '', 'has not finished reading')
 })

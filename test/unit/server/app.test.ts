@@ -34,6 +34,7 @@ function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: (
   state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/28'] } })!)
   const cluster: ClusterPort = {
     view: () => (options.synced ?? true ? state : undefined),
+    current: () => Promise.resolve(),
     reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) },
     release: (record) => { state.release(record) },
   }

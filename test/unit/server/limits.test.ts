@@ -35,7 +35,7 @@ function app(limits: Limits, https = false): ReturnType<typeof buildWebhookApp> 
     logger: pino({ level: 'silent' }),
     metrics: new Metrics({ state, synced: () => true, relists: () => 0 }, { defaultMetrics: false }),
     health: { readiness: () => ({ ready: true, checks: {} }) },
-    reviewer: createReviewer({ policy: () => policy, cluster: { view: () => state, reserve: () => undefined, release: () => undefined } }),
+    reviewer: createReviewer({ policy: () => policy, cluster: { view: () => state, current: () => Promise.resolve(), reserve: () => undefined, release: () => undefined } }),
     limits,
     ...(https ? { https: secureContextOptions(pair) } : {}),
   })
