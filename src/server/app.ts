@@ -30,6 +30,13 @@ export interface WebhookAppOptions extends AppOptions {
   readonly reviewer: Reviewer
   /** TLS for the webhook; absent only in tests, which use inject(). */
   readonly https?: SecureContextOptions
+  /**
+   * True once shutdown has begun. Every answer then says `Connection: close`, so each kept-alive
+   * connection kube-apiserver still uses ends after a response, closed by us in order: a connection
+   * left idle until the server closes races a review sent on it at that moment, which the apiserver
+   * reports as "connection reset" and does not retry (a POST). Seen in 13-kind-faults (c).
+   */
+  readonly draining?: () => boolean
 }
 
 function registerHealthRoutes(app: FastifyInstance, { metrics, health }: AppOptions): void {
@@ -174,6 +181,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       }
     }
     record(outcome, startedAt)
+    if (options.draining?.() === true) reply.header('connection', 'close')
     return send(reply, outcome)
   })
 

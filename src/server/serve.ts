@@ -141,7 +141,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000)
       if (first) {
         logger.info({ subject: pair.subject, notAfter: pair.notAfter }, 'serving certificate loaded')
-        webhookApp = buildWebhookApp({ logger, metrics, health, reviewer, https: secureContextOptions(pair) })
+        webhookApp = buildWebhookApp({ logger, metrics, health, reviewer, https: secureContextOptions(pair), draining: () => shuttingDown })
         webhookApp.listen({ host: options.host, port: options.port }).then(() => {
           listening = true
           logger.info({ address: addressOf(webhookApp) }, 'webhook listening')

@@ -29,7 +29,7 @@ interface Harness {
   setReady(ready: boolean): void
 }
 
-function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never, reservations?: ReservationPort } = {}): Harness {
+function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never, reservations?: ReservationPort, draining?: () => boolean } = {}): Harness {
   const state = new ClusterState()
   state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/28'] } })!)
   const cluster: ClusterPort = {
@@ -42,7 +42,7 @@ function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: (
   const metrics = new Metrics({ state, synced: () => true, relists: () => 0 }, { defaultMetrics: false })
   const health = { readiness: (): Readiness => ({ ready, checks: { cache: { state: ready ? 'Synced' : 'Syncing' } } }) }
   const reviewer = options.reviewer ?? createReviewer({ policy: () => policy, cluster, reservations: options.reservations })
-  const app = buildWebhookApp({ logger: silent, metrics, health, reviewer })
+  const app = buildWebhookApp({ logger: silent, metrics, health, reviewer, ...(options.draining ? { draining: options.draining } : {}) })
   return { state, app, metrics, setReady: (value) => { ready = value } }
 }
 
@@ -72,6 +72,17 @@ t.test('an admitted CREATE answers allowed with the uid', async (t) => {
   t.equal(response.statusCode, 200)
   t.match(response.headers['content-type'], /^application\/json/)
   t.same(response.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-extra', allowed: true } })
+})
+
+t.test('once shutdown begins, every answer closes its connection; before, connections are kept alive', async (t) => {
+  let draining = false
+  const { app } = harness(gke, { draining: () => draining })
+  const before = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'before', ['34.118.224.0/24']) })
+  t.not(before.headers['connection'], 'close', 'kept alive while serving')
+  draining = true
+  const during = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'during', ['34.118.225.0/24']) })
+  t.equal(during.headers['connection'], 'close', 'closed after the response while draining')
+  t.same(during.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-during', allowed: true } }, 'and still decided')
 })
 
 t.test('a denied CREATE is a 200 AdmissionReview with a 403 status, the causes and a suggestion', async (t) => {
