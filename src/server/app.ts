@@ -119,6 +119,11 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
   const { logger, metrics, reviewer } = options
   const app = limitedApp(options, options.limits ?? webhookLimits, options.https)
   const refused = refusalLog(logger, 10_000)
+  // Every answer, decided or refused, closes its connection once shutdown has begun.
+  const answer = (reply: FastifyReply, outcome: Outcome): FastifyReply => {
+    if (options.draining?.() === true) reply.header('connection', 'close')
+    return send(reply, outcome)
+  }
 
   const record = (outcome: Outcome, startedAt: bigint): void => {
     const seconds = Number(process.hrtime.bigint() - startedAt) / 1e9
@@ -160,10 +165,10 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
     // The rest of a refused body is not read: the connection cannot carry another request.
     if (error instanceof LimitError) reply.header('connection', 'close')
     if (known === errors.overloaded) reply.header('retry-after', '1')
-    return send(reply, outcome)
+    return answer(reply, outcome)
   })
 
-  app.setNotFoundHandler((_request, reply) => send(reply, errorOutcome('', errors.notFound)))
+  app.setNotFoundHandler((_request, reply) => answer(reply, errorOutcome('', errors.notFound)))
 
   app.post('/validate', async (request, reply) => {
     const startedAt = process.hrtime.bigint()
@@ -181,8 +186,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       }
     }
     record(outcome, startedAt)
-    if (options.draining?.() === true) reply.header('connection', 'close')
-    return send(reply, outcome)
+    return answer(reply, outcome)
   })
 
   registerHealthRoutes(app, options)

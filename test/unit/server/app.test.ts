@@ -83,6 +83,9 @@ t.test('once shutdown begins, every answer closes its connection; before, connec
   const during = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'during', ['34.118.225.0/24']) })
   t.equal(during.headers['connection'], 'close', 'closed after the response while draining')
   t.same(during.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-during', allowed: true } }, 'and still decided')
+  const refused = await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'text/plain' }, payload: 'not a review' })
+  t.equal(refused.statusCode, 400, 'refused before the handler: wrong content type')
+  t.equal(refused.headers['connection'], 'close', 'a refusal before the handler, while draining, closes its connection too')
 })
 
 t.test('a denied CREATE is a 200 AdmissionReview with a 403 status, the causes and a suggestion', async (t) => {
