@@ -42,6 +42,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 # shellcheck source=../../versions.env
 source "$repo/hack/versions.env"
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 log() { printf '[kind-node] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
@@ -81,14 +83,7 @@ trap cleanup EXIT
 t=$SECONDS
 root=$work/root
 log "mmdebstrap $suite (systemd, containerd, runc, CNI plugins, iptables, conntrack)"
-mmdebstrap --quiet --variant=minbase \
-  --include=systemd,systemd-sysv,containerd,runc,containernetworking-plugins,iptables,conntrack,iproute2,procps \
-  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' \
-  "$suite" "$root" \
-  "deb http://deb.debian.org/debian $suite main" \
-  "deb http://deb.debian.org/debian $suite-updates main" \
-  "deb http://deb.debian.org/debian-security $suite-security main"
+debian_root "$suite" "$root" systemd,systemd-sysv,containerd,runc,containernetworking-plugins,iptables,conntrack,iproute2,procps
 packages=$(chroot "$root" dpkg-query -W -f "\${Package} \${Version}\n" containerd runc containernetworking-plugins systemd | paste -sd, -)
 log "root file system: $((SECONDS - t)) s ($packages)"
 

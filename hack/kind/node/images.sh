@@ -26,6 +26,9 @@
 # Needs: a Docker engine, mmdebstrap, setcap (libcap2-bin), GNU tar.
 set -euo pipefail
 
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
 binaries=${1:?usage: images.sh BINARIES_DIR ARCHIVE}
 archive=${2:?usage: images.sh BINARIES_DIR ARCHIVE}
 bin=$binaries/bin
@@ -81,13 +84,7 @@ while read -r image; do
       ;;
     kube-proxy)
       log "mmdebstrap $suite (minbase + iptables, conntrack) for kube-proxy"
-      mmdebstrap --quiet --variant=minbase --include=iptables,conntrack \
-        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-        --dpkgopt='path-exclude=/usr/share/locale/*' \
-        "$suite" "$dir" \
-        "deb http://deb.debian.org/debian $suite main" \
-        "deb http://deb.debian.org/debian $suite-updates main" \
-        "deb http://deb.debian.org/debian-security $suite-security main"
+      debian_root "$suite" "$dir" iptables,conntrack
       install -m 755 "$bin/kube-proxy" "$dir/usr/local/bin/kube-proxy"
       add_image "$image" "$dir" --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
       ;;
