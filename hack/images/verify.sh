@@ -69,13 +69,7 @@ WEBHOOK=0 LOCAL_DIR=$out/local ETCD_CLIENT_PORT=$((base + 379)) ETCD_PEER_PORT=$
 # Lease (config/manager/reservations.yaml), from the same kustomization users apply.
 kubectl=$(sed -n 's/^KUBECTL=//p' "$out/local/env")
 "$kubectl" kustomize config/default >"$out/default.yaml"
-node_modules/.bin/node --input-type=module -e '
-  import { loadAll } from "js-yaml"
-  import { readFileSync } from "node:fs"
-  const items = loadAll(readFileSync(process.argv[1], "utf8"))
-    .filter((object) => object !== null && (object.kind === "Namespace" || object.kind === "Lease"))
-  process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "List", items }))
-' "$out/default.yaml" >"$out/cluster-objects.json"
+node_modules/.bin/node hack/manifests/objects.ts "$out/default.yaml" Namespace Lease >"$out/cluster-objects.json"
 namespace=$(jq -r '[.items[] | select(.kind == "Lease")] | if length == 1 then .[0].metadata.namespace else error("expected one Lease in config/default") end' "$out/cluster-objects.json")
 "$kubectl" --kubeconfig "$out/local/kubeconfig" apply -f "$out/cluster-objects.json" >/dev/null
 

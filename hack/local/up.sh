@@ -216,13 +216,8 @@ ETCD_VERSION=$(sed -n 's/.*etcd=\([^ ]*\).*/\1/p' "$bin_dir/VERSION")
 # exactly the permissions a cluster would give it, and updates the Lease the manifests create.
 if [[ $WEBHOOK != 0 ]]; then
   "$KUBECTL" kustomize "$CLUSTER_MANIFESTS" >"$LOCAL_DIR/cluster-manifests.yaml"
-  (cd "$repo_root" && "$node" --input-type=module -e '
-    import { loadAll } from "js-yaml"
-    import { readFileSync } from "node:fs"
-    const kinds = new Set(["Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Lease"])
-    const items = loadAll(readFileSync(process.argv[1], "utf8")).filter((object) => object !== null && kinds.has(object.kind))
-    process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "List", items }))
-  ' "$LOCAL_DIR/cluster-manifests.yaml") >"$LOCAL_DIR/cluster-objects.json"
+  "$node" "$repo_root/hack/manifests/objects.ts" "$LOCAL_DIR/cluster-manifests.yaml" \
+    Namespace ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Lease >"$LOCAL_DIR/cluster-objects.json"
   service_account=$(jq -r '[.items[] | select(.kind == "ServiceAccount")] |
     if length == 1 then "\(.[0].metadata.namespace):\(.[0].metadata.name)" else error("expected one ServiceAccount in the manifests, found \(length)") end' \
     "$LOCAL_DIR/cluster-objects.json")
