@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # Makes sure `docker build` can use BuildKit, which the Dockerfile's `RUN --mount=type=cache` needs.
 #
-#   hack/containers/buildx.sh        prints how builds run: "buildx <version>" or "builtin"
+#   hack/containers/buildx.sh        prints how builds run: "buildx <version>", or "builtin <docker CLI>"
+#                                    (build with that CLI and DOCKER_BUILDKIT=1)
 #
-# Docker CLIs from 23.0 on build with BuildKit only through the buildx plugin; Docker Desktop and
-# docker-ce ship it, Debian 12's docker.io does not. Where the CLI lacks it, the pinned buildx is
-# built from the Go module proxy (about 2-5 minutes once), cached in the tools folder, and linked
-# as a CLI plugin (~/.docker/cli-plugins, or $DOCKER_CONFIG/cli-plugins). A CLI older than 23.0 (Debian's
-# 20.10) has BuildKit built in (DOCKER_BUILDKIT=1) and needs nothing. A CLI that has buildx is
-# left alone.
+# In order:
+#   1. the docker CLI on PATH has the buildx plugin: left alone;
+#   2. the docker CLI on PATH is older than 23.0 (Debian 12's docker.io is 20.10): BuildKit is built
+#      in (DOCKER_BUILDKIT=1), nothing to do;
+#   3. the CLI on PATH is 23.0 or newer without buildx (it builds with BuildKit only through the
+#      plugin), and Debian's docker.io CLI, installed beside the dockerd it came with, is at
+#      /usr/bin/docker: that CLI builds, with BuildKit built in (seconds instead of minutes);
+#   4. otherwise the pinned buildx is built from the Go module proxy (about 2-5 minutes once), cached
+#      in the tools folder, and linked as a CLI plugin (~/.docker/cli-plugins, or
+#      $DOCKER_CONFIG/cli-plugins).
 #
 # Needs: the docker CLI; go, only when buildx must be built.
 set -euo pipefail
@@ -25,7 +30,13 @@ if version=$(docker buildx version 2>/dev/null); then
 fi
 client=$(docker version --format '{{.Client.Version}}' 2>/dev/null || docker --version | sed 's/^Docker version \([0-9.]*\).*/\1/')
 if ((${client%%.*} < 23)); then
-  echo builtin
+  echo "builtin $(command -v docker)"
+  exit 0
+fi
+debian_cli=${DEBIAN_DOCKER_CLI:-/usr/bin/docker}
+if [[ -x $debian_cli ]] && debian_client=$("$debian_cli" version --format '{{.Client.Version}}' 2>/dev/null) &&
+  ((${debian_client%%.*} < 23)); then
+  echo "builtin $debian_cli"
   exit 0
 fi
 

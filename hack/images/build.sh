@@ -14,8 +14,8 @@
 #             answer; local otherwise. Prints which, and why.
 #
 # Needs: a Docker engine (hack/containers/engine.sh up) with BuildKit: the Dockerfile's
-# `RUN --mount=type=cache` needs it (docker buildx; hack/containers/buildx.sh installs the plugin
-# where the docker CLI lacks it). Prints the image's size and the build time.
+# `RUN --mount=type=cache` needs it (hack/containers/buildx.sh says how: the buildx plugin, or a
+# docker CLI with BuildKit built in). Prints the image's size and the build time.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -28,7 +28,9 @@ img=${IMG:-servicecidr-guard:$version}
 mode=${BASE_IMAGES:-auto}
 
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/containers/engine.sh up (make container-engine)"
-"$repo/hack/containers/buildx.sh" >/dev/null
+builder=$("$repo/hack/containers/buildx.sh")
+docker_build=(docker)
+[[ $builder != builtin\ * ]] || docker_build=("${builder#builtin }")
 
 # The Dockerfile's defaults, read from the file itself so that this script cannot drift from it.
 default_arg() { sed -n "s/^ARG $1=//p" Dockerfile; }
@@ -69,7 +71,8 @@ case $mode in
 esac
 
 t0=$(date +%s.%N)
-DOCKER_BUILDKIT=1 docker build -t "$img" "${args[@]}" .
+log "building with ${docker_build[0]} ($builder)"
+DOCKER_BUILDKIT=1 "${docker_build[@]}" build -t "$img" "${args[@]}" .
 seconds=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')
 size=$(docker image inspect -f '{{.Size}}' "$img")
 log "built $img in $seconds s: $(numfmt --to=iec-i --suffix=B "$size") ($size bytes)"
