@@ -156,6 +156,10 @@ e2e-beta: ## e2e-local on BETA_KUBE_VERSION; fails unless networking.k8s.io/v1be
 e2e-kind: ## Run the e2e suite on kind with the real image and manifests (needs Docker; KEEP_CLUSTER=1 keeps it).
 	KUBECTL=$(KUBECTL) TOOLS_DIR=$(TOOLS_DIR) CONTAINER_TOOL=$(CONTAINER_TOOL) KIND_VARIANT=v1 hack/kind/e2e.sh
 
+.PHONY: kind-node-image
+kind-node-image: ## Build (or find cached) the offline kind node image for KUBE_VERSION (hack/kind/node/build.sh).
+	hack/kind/node/build.sh $(KUBE_VERSION)
+
 .PHONY: e2e-kind-beta
 e2e-kind-beta: ## e2e-kind on Kubernetes 1.32 with the v1beta1 API behind its feature gate.
 	KUBECTL=$(KUBECTL) TOOLS_DIR=$(TOOLS_DIR) CONTAINER_TOOL=$(CONTAINER_TOOL) KIND_VARIANT=v1beta1 hack/kind/e2e.sh
