@@ -210,6 +210,10 @@ image-bases: ## Build the local stand-ins for the Dockerfile's base images (cach
 image-verify: ## Run the image IMG as the Deployment does against a local control plane: user, read-only, /readyz, a review, SIGTERM.
 	IMG=$(IMG) hack/images/verify.sh
 
+.PHONY: image-verify-negative
+image-verify-negative: ## Show image-verify failing on images and runs that break what it checks (root, capabilities, writable root, a shell, dev packages).
+	IMG=$(IMG) hack/images/verify-negative.sh
+
 .PHONY: image-verify-cli
 image-verify-cli: ## Run every subcommand from the image IMG as a team does in CI (docker run IMG check ..., files mounted).
 	IMG=$(IMG) CONTAINER_TOOL=$(CONTAINER_TOOL) hack/images/verify-cli.sh

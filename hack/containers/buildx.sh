@@ -3,6 +3,7 @@
 #
 #   hack/containers/buildx.sh        prints how builds run: "buildx <version>", or "builtin <docker CLI>"
 #                                    (build with that CLI and DOCKER_BUILDKIT=1)
+#   hack/containers/buildx.sh --cli  prints only the docker CLI to build with (`docker` or a path)
 #
 # In order:
 #   1. the docker CLI on PATH has the buildx plugin: left alone;
@@ -24,20 +25,24 @@ source "$repo/hack/versions.env"
 log() { printf '[buildx] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-if version=$(docker buildx version 2>/dev/null); then
-  echo "buildx $(awk '{ print $2 }' <<<"$version")"
+# answer HOW CLI: what this script prints, as asked.
+answer() {
+  if [[ ${1:-} == --cli ]]; then echo "$3"; else echo "$2"; fi
   exit 0
+}
+mode=${1:-}
+
+if version=$(docker buildx version 2>/dev/null); then
+  answer "$mode" "buildx $(awk '{ print $2 }' <<<"$version")" docker
 fi
 client=$(docker version --format '{{.Client.Version}}' 2>/dev/null || docker --version | sed 's/^Docker version \([0-9.]*\).*/\1/')
 if ((${client%%.*} < 23)); then
-  echo "builtin $(command -v docker)"
-  exit 0
+  answer "$mode" "builtin $(command -v docker)" docker
 fi
 debian_cli=${DEBIAN_DOCKER_CLI:-/usr/bin/docker}
 if [[ -x $debian_cli ]] && debian_client=$("$debian_cli" version --format '{{.Client.Version}}' 2>/dev/null) &&
   ((${debian_client%%.*} < 23)); then
-  echo "builtin $debian_cli"
-  exit 0
+  answer "$mode" "builtin $debian_cli" "$debian_cli"
 fi
 
 buildx_version=${BUILDX_VERSION:-$DEFAULT_BUILDX_VERSION}
@@ -57,4 +62,4 @@ plugins=${DOCKER_CONFIG:-$HOME/.docker}/cli-plugins
 mkdir -p "$plugins"
 ln -sf "$binary" "$plugins/docker-buildx"
 version=$(docker buildx version) || die "docker does not accept $binary as its buildx plugin"
-echo "buildx $(awk '{ print $2 }' <<<"$version")"
+answer "$mode" "buildx $(awk '{ print $2 }' <<<"$version")" docker

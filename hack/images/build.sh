@@ -28,9 +28,7 @@ img=${IMG:-servicecidr-guard:$version}
 mode=${BASE_IMAGES:-auto}
 
 docker info >/dev/null 2>&1 || die "no Docker engine answers: run hack/containers/engine.sh up (make container-engine)"
-builder=$("$repo/hack/containers/buildx.sh")
-docker_build=(docker)
-[[ $builder != builtin\ * ]] || docker_build=("${builder#builtin }")
+docker_build=$("$repo/hack/containers/buildx.sh" --cli)
 
 # The Dockerfile's defaults, read from the file itself so that this script cannot drift from it.
 default_arg() { sed -n "s/^ARG $1=//p" Dockerfile; }
@@ -71,8 +69,8 @@ case $mode in
 esac
 
 t0=$(date +%s.%N)
-log "building with ${docker_build[0]} ($builder)"
-DOCKER_BUILDKIT=1 "${docker_build[@]}" build -t "$img" "${args[@]}" .
+log "building with $docker_build"
+DOCKER_BUILDKIT=1 "$docker_build" build -t "$img" "${args[@]}" .
 seconds=$(awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { printf "%.1f", t1 - t0 }')
 size=$(docker image inspect -f '{{.Size}}' "$img")
 log "built $img in $seconds s: $(numfmt --to=iec-i --suffix=B "$size") ($size bytes)"

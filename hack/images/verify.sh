@@ -13,6 +13,11 @@
 #
 #   hack/images/verify.sh                       IMG=servicecidr-guard:<package.json version>
 #
+# The contents and identity checks report every failure they find, then fail. VERIFY_WEAKEN (a
+# comma-separated list of user, cap-drop, no-new-privileges, read-only) leaves that protection out
+# of `docker run`: only hack/images/verify-negative.sh sets it, to show that each check fails when
+# its guarantee is gone.
+#
 # A throwaway control plane (hack/local/up.sh WEBHOOK=0) is started in $OUT/local on its own ports
 # (VERIFY_PORT_BASE, default 23000: etcd +379/+380, apiserver +443, webhook +543, health +80) and
 # stopped afterwards. Needs: a Docker engine and the image (make image), the control plane binaries
@@ -23,6 +28,10 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 log() { printf '[image-verify] %s\n' "$*" >&2; }
 die() { log "FAIL: $*"; exit 1; }
+# problem MESSAGE: a failed check, reported now; `checked` then fails if there was any.
+problems=()
+problem() { problems+=("$*"); log "FAIL: $*"; }
+checked() { ((${#problems[@]} == 0)) || die "$1: ${#problems[@]} check(s) failed"; }
 
 version=$(jq -r .version package.json)
 img=${IMG:-servicecidr-guard:$version}
@@ -50,14 +59,15 @@ docker create --name "$container" "$img" >/dev/null
 docker export "$container" | tar -t >"$out/files"
 docker rm "$container" >/dev/null
 extra=$(sed -n 's#^app/\([^/]*\).*#\1#p' "$out/files" | sort -u | grep -vxE 'node_modules|dist|package.json|' || true)
-[[ -z $extra ]] || die "unexpected entries in /app: $extra"
+[[ -z $extra ]] || problem "unexpected entries in /app: $(tr '\n' ' ' <<<"$extra")"
 mapfile -t dev_paths < <(jq -r '.packages | to_entries[] | select(.value.dev == true) | .key' package-lock.json)
 ((${#dev_paths[@]} > 0)) || die "the lockfile lists no dev-only package: nothing to check"
 present=$(printf 'app/%s/\n' "${dev_paths[@]}" | grep -xFf - "$out/files" || true)
-[[ -z $present ]] || die "dev-only packages in the image: $present"
+[[ -z $present ]] || problem "dev-only packages in the image: $(tr '\n' ' ' <<<"$present")"
 for forbidden in bin/sh usr/bin/sh bin/bash usr/bin/bash usr/bin/apt usr/bin/dpkg usr/local/bin/npm; do
-  ! grep -qx "$forbidden" "$out/files" || die "the runtime image contains /$forbidden"
+  ! grep -qx "$forbidden" "$out/files" || problem "the runtime image contains /$forbidden"
 done
+checked "contents of $img"
 log "contents: /app holds dist, node_modules ($(grep -c '^app/node_modules/.*[^/]$' "$out/files") files) and package.json; none of the ${#dev_paths[@]} dev-only packages; no shell or package manager"
 
 log "control plane (WEBHOOK=0) on ports $base+"
@@ -91,10 +101,22 @@ prestop=$(awk '/preStop:/ { p = 1 } p && /seconds:/ { print $2; exit }' config/m
 node_options=$(awk '/name: NODE_OPTIONS/ { getline; sub(/.*value: */, ""); print; exit }' config/manager/manager.yaml)
 [[ -n $grace && -n $prestop ]] || die "could not read terminationGracePeriodSeconds / preStop from config/manager/manager.yaml"
 
-log "docker run $img (read-only, --user 65532:65532, --cap-drop ALL, no-new-privileges, POD_NAMESPACE=$namespace)"
+# What the Deployment's securityContext sets, less what VERIFY_WEAKEN leaves out.
+protections=()
+weaken=",${VERIFY_WEAKEN:-},"
+for protection in user cap-drop no-new-privileges read-only; do
+  [[ $weaken != *",$protection,"* ]] || { log "VERIFY_WEAKEN: without $protection"; continue; }
+  case $protection in
+    user) protections+=(--user 65532:65532) ;;
+    cap-drop) protections+=(--cap-drop ALL) ;;
+    no-new-privileges) protections+=(--security-opt no-new-privileges) ;;
+    read-only) protections+=(--read-only) ;;
+  esac
+done
+log "docker run $img (${protections[*]}, POD_NAMESPACE=$namespace)"
 started=$(date +%s%N)
 docker run -d --name "$container" --network host \
-  --read-only --user 65532:65532 --group-add "$(id -g)" --cap-drop ALL --security-opt no-new-privileges \
+  "${protections[@]}" --group-add "$(id -g)" \
   -e NODE_OPTIONS="$node_options" -e POD_NAMESPACE="$namespace" \
   -v "$mount:/etc/servicecidr-guard:ro" "$img" serve \
   --policy /etc/servicecidr-guard/policy.yaml --tls-cert /etc/servicecidr-guard/tls.crt \
@@ -119,14 +141,18 @@ uid=$(awk '/^Uid:/ { print $2 "/" $3 "/" $4 "/" $5 }' "/proc/$pid/status")
 gid=$(awk '/^Gid:/ { print $2 }' "/proc/$pid/status")
 caps=$(awk '/^Cap(Eff|Prm|Bnd|Amb):/ { printf "%s=%s ", $1, $2 }' "/proc/$pid/status")
 nnp=$(awk '/^NoNewPrivs:/ { print $2 }' "/proc/$pid/status")
-[[ $uid == 65532/65532/65532/65532 ]] || die "process UIDs are $uid, expected 65532"
-[[ $gid == 65532 ]] || die "process GID is $gid, expected 65532"
+[[ $uid == 65532/65532/65532/65532 ]] || problem "process UIDs are $uid, expected 65532"
+[[ $gid == 65532 ]] || problem "process GID is $gid, expected 65532"
 [[ $caps == "CapPrm:=0000000000000000 CapEff:=0000000000000000 CapBnd:=0000000000000000 CapAmb:=0000000000000000 " ]] ||
-  die "capabilities left: $caps"
-[[ $nnp == 1 ]] || die "NoNewPrivs is $nnp"
-[[ $(docker inspect -f '{{.HostConfig.ReadonlyRootfs}}' "$container") == true ]] || die "root file system is writable"
+  problem "capabilities left: $caps"
+[[ $nnp == 1 ]] || problem "NoNewPrivs is $nnp"
+# Read-only as the process sees it: its root mount's options in its own mountinfo.
+root_options=$(awk '$5 == "/" { print $6; exit }' "/proc/$pid/mountinfo")
+[[ $root_options == ro || $root_options == ro,* ]] || problem "root file system is writable (mount options $root_options)"
 # The image's own default user, for a runtime that ignores the Pod's securityContext.
-[[ $(docker image inspect -f '{{.Config.User}}' "$img") == 65532:65532 ]] || die "image USER is not 65532:65532"
+image_user=$(docker image inspect -f '{{.Config.User}}' "$img")
+[[ $image_user == 65532:65532 ]] || problem "image USER is '$image_user', not 65532:65532"
+checked "identity"
 log "identity: uid 65532, gid 65532, no capabilities, no-new-privileges, read-only root"
 
 # 3. Reviews.
