@@ -4,7 +4,7 @@ import { defineConfig } from 'eslint/config'
 import tseslint from 'typescript-eslint'
 
 export default defineConfig(
-  { ignores: ['dist/', 'coverage/', '.tap/', 'node_modules/'] },
+  { ignores: ['dist/', 'coverage/', '.tap/', 'node_modules/', '_output/', '.local/', '.e2e/'] },
   js.configs.recommended,
   tseslint.configs.strictTypeChecked,
   {

@@ -24,14 +24,16 @@ img=${IMG:-servicecidr-guard:$version}
 out=${OUT:-$repo/_output/image-verify-negative}
 docker image inspect "$img" >/dev/null 2>&1 || die "image $img not found: run make image"
 rm -rf "$out"
-mkdir -p "$out/context"
-trap 'docker rmi -f servicecidr-guard-broken:contents servicecidr-guard-broken:identity >/dev/null 2>&1 || true' EXIT
+mkdir -p "$out"
+# The broken images' build context, outside the repository (eslint and tsc read what is inside it).
+context=$(mktemp -d)
+trap 'rm -rf "$context"; docker rmi -f servicecidr-guard-broken:contents servicecidr-guard-broken:identity >/dev/null 2>&1 || true' EXIT
 
 # The same BuildKit-capable docker CLI that make image uses (hack/containers/buildx.sh).
 docker_build=$("$repo/hack/containers/buildx.sh" --cli)
 broken_image() {
   local tag=$1
-  DOCKER_BUILDKIT=1 "$docker_build" build -q -t "servicecidr-guard-broken:$tag" -f - "$out/context" >/dev/null
+  DOCKER_BUILDKIT=1 "$docker_build" build -q -t "servicecidr-guard-broken:$tag" -f - "$context" >/dev/null
 }
 
 # expect_failure CASE MESSAGE...: verify.sh on that case fails, and its output holds every MESSAGE.
@@ -48,15 +50,15 @@ expect_failure() {
 
 dev_package=$(jq -r '[.packages | to_entries[] | select(.value.dev == true and (.key | test("^node_modules/[^/]+$"))) | .key][0]' package-lock.json)
 [[ $dev_package == node_modules/* ]] || die "no top-level dev-only package in package-lock.json"
-printf '#!/nothing\n' >"$out/context/sh"
-chmod 0755 "$out/context/sh"
-echo '{"name": "a-dev-only-package"}' >"$out/context/package.json"
-echo 'export {}' >"$out/context/index.ts"
+printf '#!/nothing\n' >"$context/sh"
+chmod 0755 "$context/sh"
+echo '{"name": "a-dev-only-package"}' >"$context/package.json"
+echo 'not part of the image' >"$context/notes.txt"
 broken_image contents <<EOF
 FROM $img
 COPY sh /bin/sh
 COPY package.json /app/$dev_package/package.json
-COPY index.ts /app/src/index.ts
+COPY notes.txt /app/src/notes.txt
 EOF
 IMG=servicecidr-guard-broken:contents expect_failure contents \
   "the runtime image contains /bin/sh" "dev-only packages in the image: app/$dev_package/" "unexpected entries in /app: src"
