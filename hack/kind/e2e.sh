@@ -213,7 +213,16 @@ else
   if grep -l '{{' "$crds"/*.yaml >&2; then die "the CRDs in $crds are templates now, not plain YAML: render them first"; fi
   log "installing cert-manager $cert_manager_version CRDs from $crds"
   k apply --server-side --field-manager=servicecidr-guard-e2e -f "$crds" >&2
-  k wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io crd/issuers.cert-manager.io >&2
+  # Polled, not `kubectl wait --for=condition=Established`: on a CRD created a moment ago whose
+  # status.conditions is still unset, that fails at once ("accessor error: <nil>") instead of waiting.
+  for crd in certificates.cert-manager.io issuers.cert-manager.io; do
+    for attempt in $(seq 120); do
+      [[ $(k get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null) == True ]] && break
+      ((attempt < 120)) || die "CRD $crd not Established within 60 s"
+      sleep 0.5
+    done
+  done
+  log "cert-manager CRDs Established"
 fi
 
 # --- servicecidr-guard --------------------------------------------------------------------------
