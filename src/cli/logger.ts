@@ -1,13 +1,15 @@
-// The server's logger: one JSON line a decision on stdout, written a few KiB at a time and at
-// least every second, not one write per line. pino's default destination writes each line through
+// The server's logger: one JSON line a decision on stdout, written 16 KiB at a time and at least
+// every second, not one write per line. pino's default destination writes each line through
 // libuv's thread pool: measured, ~13 µs of CPU a line against ~6 µs buffered (docs/benchmarks.md,
 // "Cost per review"), on a path that logs every review. A line is at most a second late; what is
 // left is written when the process exits.
 //
-// The lines are gathered here, in an array, and handed to the destination (sonic-boom) a few KiB
-// at a time: sonic-boom's own buffer measures the byte length of everything it holds on every write
-// (sonic-boom 4.2, `write`: Buffer.byteLength of its last chunk), so a buffered line cost ~2.2 µs,
-// more than pino's formatting of it; gathered here, ~0.1 µs.
+// The lines are gathered here, in an array, and handed to the destination (sonic-boom) 16 KiB at a
+// time. Each write goes through libuv's thread pool, ~30 µs of the event loop's time a write as
+// measured on a 2-core machine (4 KiB at a time, that was 3 µs a decision). And sonic-boom's own
+// buffer measures the byte length of all it holds on every write (sonic-boom 4.2, `write`:
+// Buffer.byteLength of its last chunk): a line buffered there cost ~2.2 µs, more than pino's
+// formatting of it; gathered here, ~0.1 µs.
 
 import { pino, type DestinationStream, type Logger } from 'pino'
 
@@ -47,7 +49,7 @@ export class LineBatch implements DestinationStream {
 /** `dest`: a file descriptor or path; 1 (stdout) in production, /dev/null in the benchmarks. */
 export function serverLogger(level: string, dest: number | string = 1): ServerLogger {
   const destination = pino.destination({ dest, sync: false })
-  const lines = new LineBatch(destination, 4096)
+  const lines = new LineBatch(destination, 16_384)
   const flush = (): void => {
     lines.flush()
     destination.flush()
