@@ -27,7 +27,11 @@ export const familyWidth = (family: Family): number => (family === 'IPv4' ? 32 :
 
 /** IPv4 dotted quad; IPv6 as netip's Addr.String: RFC 5952, lower case, the first longest run of two or more zero groups as "::". */
 export function formatAddress(family: Family, value: bigint): string {
-  if (family === 'IPv4') return [24n, 16n, 8n, 0n].map((shift) => (value >> shift) & 0xffn).join('.')
+  if (family === 'IPv4') {
+    // Below 2^32, so exact as a number; `>>>` reads it as an unsigned 32-bit integer.
+    const number = Number(value)
+    return `${number >>> 24}.${(number >>> 16) & 0xff}.${(number >>> 8) & 0xff}.${number & 0xff}`
+  }
   const groups = [112n, 96n, 80n, 64n, 48n, 32n, 16n, 0n].map((shift) => Number((value >> shift) & 0xffffn))
   let zeroStart = -1
   let zeroLength = 1
@@ -58,13 +62,22 @@ interface Digits {
   readonly length: number
 }
 
+/** The value of an ASCII digit (0-9, and a-f or A-F in base 16), or -1. */
+function digitValue(code: number, base: 10 | 16): number {
+  if (code >= 0x30 && code <= 0x39) return code - 0x30
+  // 0x20 is the bit between upper and lower case: 'A'-'F' and 'a'-'f' both become 'a'-'f'.
+  const lower = code | 0x20
+  return base === 16 && lower >= 0x61 && lower <= 0x66 ? lower - 0x61 + 10 : -1
+}
+
 /** The number at the start of `text`, as dtoi (base 10) or xtoi (base 16) in the forked Go net package. */
 function leadingNumber(text: string, base: 10 | 16): Digits | undefined {
-  const digit = base === 10 ? /[0-9]/ : /[0-9a-fA-F]/
   let value = 0
   let length = 0
-  while (length < text.length && digit.test(text.charAt(length))) {
-    value = value * base + parseInt(text.charAt(length), base)
+  while (length < text.length) {
+    const digit = digitValue(text.charCodeAt(length), base)
+    if (digit < 0) break
+    value = value * base + digit
     length++
     // Go stops at 0xFFFFFF (`big`) so that the value cannot overflow; any such number is out of range.
     if (value >= 0xffffff) return undefined
@@ -75,7 +88,7 @@ function leadingNumber(text: string, base: 10 | 16): Digits | undefined {
 /** parseIPv4 of the forked Go net package: leading zeros allowed (https://issue.k8s.io/100895). */
 function parseIPv4Sloppy(text: string): RawAddress | undefined {
   let rest = text
-  let value = 0n
+  let value = 0
   let strict = true
   for (let i = 0; i < 4; i++) {
     if (i > 0) {
@@ -85,10 +98,10 @@ function parseIPv4Sloppy(text: string): RawAddress | undefined {
     const octet = leadingNumber(rest, 10)
     if (octet === undefined || octet.value > 0xff) return undefined
     if (octet.length > 1 && rest.startsWith('0')) strict = false
-    value = (value << 8n) | BigInt(octet.value)
+    value = value * 256 + octet.value
     rest = rest.slice(octet.length)
   }
-  return rest === '' ? { family: 'IPv4', value, strict } : undefined
+  return rest === '' ? { family: 'IPv4', value: BigInt(value), strict } : undefined
 }
 
 /**

@@ -1,4 +1,4 @@
-import { familyOfCIDR, parseCIDR } from '../ip.ts'
+import { familyOfCIDR, parseCIDR, type Family } from '../ip.ts'
 import type { Violation } from '../types.ts'
 import type { CheckedCIDR } from './rule.ts'
 
@@ -23,15 +23,17 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
   }
   const violations: Violation[] = []
   const parsed: CheckedCIDR[] = []
+  // Upstream compares the families ParseCIDRSloppy reads (IPFamilyOfCIDRString), so a CIDR that
+  // IsValidCIDR refuses still counts: "10.0.0.1/24" and "10.1.0.0/16" are two errors, not one.
+  // A CIDR that IsValidCIDR accepts is never IPv4-mapped: its family is the one it parsed to.
+  const families: (Family | undefined)[] = []
   cidrs.forEach((text, index) => {
     const at = `${field}[${index}]`
     const result = parseCIDR(text)
     if (result.ok) parsed.push({ field: at, prefix: result.value })
     else violations.push({ rule: 'ValidCIDR', field: at, message: `${at}: Invalid value: "${text}": ${result.error}` })
+    families.push(result.ok ? result.value.family : familyOfCIDR(text))
   })
-  // Upstream compares the families ParseCIDRSloppy reads (IPFamilyOfCIDRString), so a CIDR that
-  // IsValidCIDR refuses still counts: "10.0.0.1/24" and "10.1.0.0/16" are two errors, not one.
-  const families = cidrs.map(familyOfCIDR)
   if (families.length === 2 && families[0] !== undefined && families[0] === families[1]) {
     violations.push({
       rule: 'ValidCIDR',
