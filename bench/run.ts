@@ -7,13 +7,15 @@
 //  4. side by side, same load generator and connections (8 and 32): the webhook app against an
 //     empty fastify HTTPS handler that parses the same AdmissionReview and answers allowed
 //     (bench/empty-server.ts), the webhook app again without the shared reservation Lease (serve
-//     --no-shared-reservation), and with --baseline REF the webhook app of that commit too (run by
-//     this bench/server.ts over that commit's src); three rounds each, alternating, and the ratios
+//     --no-shared-reservation), and with --baseline REF the webhook app of that commit too, with and
+//     without the Lease (run by this bench/server.ts over that commit's src); three rounds each,
+//     alternating, and the ratios
 //
 //   npm run bench [-- --baseline REF]
 //
 // BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
-// (first of four) the servers' ports (default: any free ones).
+// (first of five) the servers' ports (default: any free ones). BENCH_SIDE_BY_SIDE_ONLY=1 runs
+// only 4 (the side-by-side rounds), for comparing builds.
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -36,21 +38,32 @@ const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
 console.log(`servicecidr-guard benchmark — Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`)
 console.log(`cluster: 1,001 ServiceCIDRs, ${ipCount.toLocaleString('en')} IPAddresses; HTTP: ${connections} keep-alive connections, ${seconds} s a scenario\n`)
 
+const sideBySideOnly = process.env['BENCH_SIDE_BY_SIDE_ONLY'] === '1'
+
 // 1. Memory
-const memory = spawnSync(process.execPath, ['--expose-gc', join(here, 'memory.ts'), String(ipCount)], { encoding: 'utf8' })
-if (memory.status !== 0) throw new Error(`memory benchmark failed: ${memory.stderr}`)
-const held = JSON.parse(memory.stdout) as { count: number, heapBytes: number }
-console.log(`cache of ${held.count.toLocaleString('en')} IPAddresses: ${mib(held.heapBytes)} MiB of heap (${(held.heapBytes / held.count).toFixed(0)} bytes each)\n`)
+function memoryFigures(): void {
+  const memory = spawnSync(process.execPath, ['--expose-gc', join(here, 'memory.ts'), String(ipCount)], { encoding: 'utf8' })
+  if (memory.status !== 0) throw new Error(`memory benchmark failed: ${memory.stderr}`)
+  const held = JSON.parse(memory.stdout) as { count: number, heapBytes: number }
+  console.log(`cache of ${held.count.toLocaleString('en')} IPAddresses: ${mib(held.heapBytes)} MiB of heap (${(held.heapBytes / held.count).toFixed(0)} bytes each)\n`)
+}
 
 // 2. Decision time
-const policy = parsePolicy(benchPolicy, 'bench')
-const state = buildState(1000, ipCount)
-console.log('decision time (decide() alone, µs)      calls     p50     p99    mean   verdict')
-for (const [name, scenario] of Object.entries(scenarios)) {
-  const object = { name: scenario.name, cidrs: [...scenario.cidrs] }
-  const request = { operation: scenario.operation, name: scenario.name, userInfo: { username: 'kubernetes-admin', groups: ['system:authenticated'] }, object: scenario.operation === 'DELETE' ? undefined : object, oldObject: scenario.operation === 'DELETE' ? object : undefined, dryRun: false }
-  const timing = timeDecisions(policy, state, request, 20_000)
-  console.log(`  ${name.padEnd(36)} ${String(timing.calls).padStart(7)} ${timing.p50us.toFixed(1).padStart(7)} ${timing.p99us.toFixed(1).padStart(7)} ${timing.meanus.toFixed(1).padStart(7)}   ${timing.allowed ? 'allowed' : 'denied'}`)
+function decisionFigures(): void {
+  const policy = parsePolicy(benchPolicy, 'bench')
+  const state = buildState(1000, ipCount)
+  console.log('decision time (decide() alone, µs)      calls     p50     p99    mean   verdict')
+  for (const [name, scenario] of Object.entries(scenarios)) {
+    const object = { name: scenario.name, cidrs: [...scenario.cidrs] }
+    const request = { operation: scenario.operation, name: scenario.name, userInfo: { username: 'kubernetes-admin', groups: ['system:authenticated'] }, object: scenario.operation === 'DELETE' ? undefined : object, oldObject: scenario.operation === 'DELETE' ? object : undefined, dryRun: false }
+    const timing = timeDecisions(policy, state, request, 20_000)
+    console.log(`  ${name.padEnd(36)} ${String(timing.calls).padStart(7)} ${timing.p50us.toFixed(1).padStart(7)} ${timing.p99us.toFixed(1).padStart(7)} ${timing.meanus.toFixed(1).padStart(7)}   ${timing.allowed ? 'allowed' : 'denied'}`)
+  }
+}
+
+if (!sideBySideOnly) {
+  memoryFigures()
+  decisionFigures()
 }
 
 // 3. HTTP load against the server in its own process
@@ -96,18 +109,21 @@ try {
   // what the shared reservation Lease adds to a review, in the same run.
   const local = forkServer(repo, 'server.ts', [String(ipCount), port(3)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
   let baseline: ChildProcess | undefined
+  let baselineLocal: ChildProcess | undefined
   if (flags.baseline !== undefined) {
-    // That commit's src under this harness: the same bench/server.ts and fixtures, copied in.
+    // That commit's src under this harness: the same bench/server.ts and fixtures, copied in; with
+    // and without the shared reservation Lease, as this build's two webhook rows.
     const checkout = checkoutOf(flags.baseline, dir)
     for (const file of ['server.ts', 'fixtures.ts']) copyFileSync(join(here, file), join(checkout, 'bench', file))
     baseline = forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])
+    baselineLocal = forkServer(checkout, 'server.ts', [String(ipCount), port(4)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
   }
-  const [webhookPort, emptyPort, localPort, baselinePort] = await Promise.all([started(server), started(empty), started(local), baseline === undefined ? 0 : started(baseline)])
+  const [webhookPort, emptyPort, localPort, baselinePort, baselineLocalPort] = await Promise.all([started(server), started(empty), started(local), baseline === undefined ? 0 : started(baseline), baselineLocal === undefined ? 0 : started(baselineLocal)])
   const origin = `https://127.0.0.1:${webhookPort}`
   const ca = readFileSync(cert, 'utf8')
   console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
   let index = 0
-  for (const [name, scenario] of Object.entries(scenarios)) {
+  for (const [name, scenario] of Object.entries(sideBySideOnly ? {} : scenarios)) {
     const body = admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], `bench-${index++}`)
     await load(origin, body, connections, Math.min(2, seconds), ca)
     const result = await load(origin, body, connections, seconds, ca)
@@ -119,6 +135,7 @@ try {
   const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
   const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server], ['webhook, no shared Lease', `https://127.0.0.1:${localPort}`, local]]
   if (baseline !== undefined) targets.push([`baseline ${flags.baseline ?? ''}`, `https://127.0.0.1:${baselinePort}`, baseline])
+  if (baselineLocal !== undefined) targets.push([`baseline, no shared Lease`, `https://127.0.0.1:${baselineLocalPort}`, baselineLocal])
   console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; three rounds each, alternating, ${seconds} s a round`)
   console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
   for (const count of [8, 32]) {
@@ -152,7 +169,7 @@ try {
     server.send('memory')
   })
   console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
-  await Promise.all([stopped(server), stopped(empty), ...(baseline === undefined ? [] : [stopped(baseline)])])
+  await Promise.all([server, empty, local, baseline, baselineLocal].flatMap((child) => (child === undefined ? [] : [stopped(child)])))
 } finally {
   // On a failure, no server is left running.
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill()
