@@ -31,34 +31,36 @@ interface Interval {
 
 const byFirst = (a: Interval, b: Interval): number => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0)
 
-/** Two lists sorted by first address, walked as one. */
-function* merged(a: readonly Interval[], b: readonly Interval[]): Generator<Interval> {
+/**
+ * The first block of `bits` length in `space`, aligned to its size, that overlaps no obstacle:
+ * two lists sorted by first address, walked as one (indices, not a generator: a denial's
+ * suggestion may walk every ServiceCIDR of the cluster).
+ */
+function firstAlignedBlock(space: Prefix, a: readonly Interval[], b: readonly Interval[], bits: number): Prefix | undefined {
+  const blockSize = 1n << BigInt(familyWidth(space.family) - bits)
+  const align = (value: bigint): bigint => ((value + blockSize - 1n) / blockSize) * blockSize
+  let candidate = align(space.first)
+  let end = candidate + blockSize - 1n
   let i = 0
   let j = 0
   while (i < a.length || j < b.length) {
     const left = a[i]
     const right = b[j]
+    let obstacle: Interval
     if (right === undefined || (left !== undefined && left.first <= right.first)) {
+      obstacle = left as Interval
       i++
-      yield left as Interval
     } else {
+      obstacle = right
       j++
-      yield right
     }
-  }
-}
-
-function firstAlignedBlock(space: Prefix, obstacles: Iterable<Interval>, bits: number): Prefix | undefined {
-  const blockSize = 1n << BigInt(familyWidth(space.family) - bits)
-  const align = (value: bigint): bigint => ((value + blockSize - 1n) / blockSize) * blockSize
-  let candidate = align(space.first)
-  for (const obstacle of obstacles) {
-    if (candidate + blockSize - 1n > space.last) return undefined
+    if (end > space.last) return undefined
     if (obstacle.last < candidate) continue
-    if (obstacle.first > candidate + blockSize - 1n) break
+    if (obstacle.first > end) break
     candidate = align(obstacle.last + 1n)
+    end = candidate + blockSize - 1n
   }
-  return candidate + blockSize - 1n <= space.last ? makePrefix(space.family, candidate, bits) : undefined
+  return end <= space.last ? makePrefix(space.family, candidate, bits) : undefined
 }
 
 /**
@@ -75,7 +77,7 @@ export function findFreePrefix(policy: Policy, view: ClusterView, family: Family
     .sort(byFirst)
   for (const space of policy.allowedRanges ?? privateRanges) {
     if (space.family !== family || space.bits > bits) continue
-    const found = firstAlignedBlock(space, merged(existing, others), bits)
+    const found = firstAlignedBlock(space, existing, others, bits)
     if (found !== undefined) return found
   }
   return undefined
