@@ -13,6 +13,13 @@
 // own GET or PUT) is kept, so a lone writer needs one PUT, not GET and PUT; if another replica wrote
 // meanwhile, the PUT conflicts and the Lease is read again.
 //
+// That saving must not starve another replica. One whose PUT lost must read before it writes again
+// (two round trips); one that keeps writing from its kept copy needs one, so while it has a batch
+// queued at every turn it wins every race, and the other fails closed once its attempts run out
+// (seen in 09-replicas on kind: 10 conflicts in a row). So a replica writing again less than one
+// write's time after its last write (it is streaming) reads first, after the same short random pause
+// a conflict takes: two replicas racing then each win about half the time, whichever lost last.
+//
 // Entries leave the Lease only when their TTL has passed (each write prunes the expired). Each
 // replica stops counting an entry as soon as its own watch shows the ServiceCIDR
 // (src/policy/reservations.ts); removing the entry from the Lease at that moment would let a replica
@@ -73,7 +80,7 @@ export interface SharedReservationsOptions {
   readonly ttlMs: number
   /** A review waits at most this long for its reservation, queue and retries included. */
   readonly deadlineMs: number
-  /** Writes tried per batch before failing closed (default 10); the deadline bounds them too. */
+  /** Writes tried per batch before failing closed (default 20); the deadline bounds them too. */
   readonly maxAttempts?: number
   readonly maxEntries?: number
   readonly now?: () => number
@@ -137,6 +144,12 @@ function within<T>(call: Promise<T>, ms: number): Promise<T> {
   return Promise.race([call, timeout]).finally(() => { clearTimeout(timer) })
 }
 
+/**
+ * Up to 10 ms, at random, before reading the Lease again (client-go's retry.RetryOnConflict backs off
+ * 10 ms with jitter): two replicas racing do not stay in step.
+ */
+const retryPause = (): Promise<void> => new Promise((resolve) => { setTimeout(resolve, Math.random() * 10) })
+
 function withEntries(lease: LeaseObject, entries: readonly Reservation[]): LeaseObject {
   return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: formatReservations(entries) } } }
 }
@@ -150,6 +163,8 @@ export class SharedReservations {
   private draining = false
   /** The Lease as this replica last read or wrote it. */
   private cached: LeaseObject | undefined
+  /** When this replica's last successful write ended, and how long it took (ms, by `now`). */
+  private lastWrite: { readonly end: number, readonly took: number } | undefined
   /**
    * The reservations annotation last parsed, and what it parsed to. A lone writer's next write
    * starts from the annotation it wrote itself: it is not parsed again for every admitted CREATE.
@@ -162,7 +177,7 @@ export class SharedReservations {
   constructor(options: SharedReservationsOptions) {
     this.options = options
     this.now = options.now ?? Date.now
-    this.maxAttempts = options.maxAttempts ?? 10
+    this.maxAttempts = options.maxAttempts ?? 20
     this.maxEntries = options.maxEntries ?? 1000
   }
 
@@ -293,6 +308,11 @@ export class SharedReservations {
         this.fail(waiting, 'conflicts', `the Lease ${this.where} changed under it ${String(this.maxAttempts)} times in a row (other replicas writing)`)
         return
       }
+      // Streaming (see the top of this file): read first, after the pause a conflict takes.
+      if (attempt === 1 && this.cached !== undefined && this.lastWrite !== undefined && this.now() - this.lastWrite.end < this.lastWrite.took) {
+        this.cached = undefined
+        await retryPause()
+      }
       const timeoutMs = Math.max(1, Math.max(...waiting.map((waiter) => waiter.deadline)) - this.now())
       let lease = this.cached
       if (lease === undefined) {
@@ -322,17 +342,18 @@ export class SharedReservations {
         return
       }
       const writeTimeoutMs = Math.max(1, Math.max(...admitted.map((waiter) => waiter.deadline)) - this.now())
+      const writeStart = this.now()
       try {
         this.cached = await within(store.update(withEntries(lease, next), writeTimeoutMs), writeTimeoutMs)
+        this.lastWrite = { end: this.now(), took: this.now() - writeStart }
       } catch (error) {
         this.cached = undefined
         if (error instanceof StoreError && error.kind === 'conflict') {
           this.options.events?.write?.('conflict')
           waiting = admitted
-          // Another replica wrote in between. A short random pause before reading again, so two
-          // replicas writing back to back do not collide in step every time (client-go's
-          // retry.RetryOnConflict backs off 10 ms with jitter; this is full jitter, growing a little).
-          await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(50, 5 * attempt)))
+          // Another replica wrote in between: read again after a short random pause, the same one
+          // a streaming writer takes, so that neither is ahead by design.
+          await retryPause()
           continue
         }
         this.options.events?.write?.('error')

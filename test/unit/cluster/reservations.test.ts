@@ -291,3 +291,28 @@ t.test('two replicas on one Lease: of two overlapping requests racing, exactly o
   }
   t.ok(store.conflicts > 0, `the replicas did conflict (${String(store.conflicts)} times) and resolved it by reading again`)
 })
+
+t.test('a replica that keeps writing does not starve another: the other records every request within its attempts', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.latencyMs = 5
+  // Real clocks: whether a writer is streaming is told from how long its last write took.
+  const busy = rig(store, { now: Date.now }).reservations
+  const other = rig(store, { replica: 'replica-2', now: Date.now }).reservations
+  const busyState = { stop: false }
+  let busyRecorded = 0
+  // replica-1 has a reservation queued at every turn: the next is asked for as soon as one settles.
+  const writer = (async (): Promise<void> => {
+    for (let i = 0; !busyState.stop; i++) {
+      const result = await busy.reserve(request(`busy-${String(i)}`, [`10.2.${String(i % 250)}.0/24`]), always)
+      if (result.outcome === 'recorded') busyRecorded++
+    }
+  })()
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  const results: string[] = []
+  for (let k = 0; k < 5; k++) results.push((await other.reserve(request(`other-${String(k)}`, [`10.3.${String(k)}.0/24`]), always)).outcome)
+  busyState.stop = true
+  await writer
+  t.same(results, ['recorded', 'recorded', 'recorded', 'recorded', 'recorded'], 'every request of the other replica recorded, none failed for conflicts')
+  t.ok(busyRecorded > 0, `the busy replica kept writing meanwhile (${String(busyRecorded)} recorded)`)
+  t.ok(store.conflicts > 0, `they did race (${String(store.conflicts)} conflicts)`)
+})
