@@ -345,7 +345,8 @@ export class SharedReservations {
       const writeStart = this.now()
       try {
         this.cached = await within(store.update(withEntries(lease, next), writeTimeoutMs), writeTimeoutMs)
-        this.lastWrite = { end: this.now(), took: this.now() - writeStart }
+        const end = this.now()
+        this.lastWrite = { end, took: end - writeStart }
       } catch (error) {
         this.cached = undefined
         if (error instanceof StoreError && error.kind === 'conflict') {
