@@ -121,13 +121,15 @@ try {
   const [webhookPort, emptyPort, localPort, baselinePort, baselineLocalPort] = await Promise.all([started(server), started(empty), started(local), baseline === undefined ? 0 : started(baseline), baselineLocal === undefined ? 0 : started(baselineLocal)])
   const origin = `https://127.0.0.1:${webhookPort}`
   const ca = readFileSync(cert, 'utf8')
-  console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
-  let index = 0
-  for (const [name, scenario] of Object.entries(sideBySideOnly ? {} : scenarios)) {
-    const body = admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], `bench-${index++}`)
-    await load(origin, body, connections, Math.min(2, seconds), ca)
-    const result = await load(origin, body, connections, seconds, ca)
-    console.log(`  ${name.padEnd(42)} ${result.perSecond.toFixed(0).padStart(9)} ${result.p50ms.toFixed(2).padStart(8)} ${result.p99ms.toFixed(2).padStart(8)} ${result.maxms.toFixed(1).padStart(8)} ${String(result.errors).padStart(8)}   ${result.allowed} allowed, ${result.denied} denied`)
+  if (!sideBySideOnly) {
+    console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
+    let index = 0
+    for (const [name, scenario] of Object.entries(scenarios)) {
+      const body = admissionReview(scenario.operation, scenario.name, [...scenario.cidrs], `bench-${index++}`)
+      await load(origin, body, connections, Math.min(2, seconds), ca)
+      const result = await load(origin, body, connections, seconds, ca)
+      console.log(`  ${name.padEnd(42)} ${result.perSecond.toFixed(0).padStart(9)} ${result.p50ms.toFixed(2).padStart(8)} ${result.p99ms.toFixed(2).padStart(8)} ${result.maxms.toFixed(1).padStart(8)} ${String(result.errors).padStart(8)}   ${result.allowed} allowed, ${result.denied} denied`)
+    }
   }
 
   // 4. Side by side with the empty handler (and the baseline's webhook).
