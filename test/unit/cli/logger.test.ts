@@ -1,5 +1,5 @@
-// The server's logger: whole lines, gathered and written a few KiB at a time, none lost at close
-// or at exit.
+// The server's logger: whole lines, gathered and written 16 KiB at a time, none lost at close or
+// at exit.
 
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
