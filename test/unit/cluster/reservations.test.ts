@@ -309,10 +309,13 @@ t.test('a replica that keeps writing does not starve another: the other records 
   })()
   await new Promise((resolve) => setTimeout(resolve, 20))
   const results: string[] = []
+  const busyBefore = busyRecorded
   for (let k = 0; k < 5; k++) results.push((await other.reserve(request(`other-${String(k)}`, [`10.3.${String(k)}.0/24`]), always)).outcome)
+  const busyDuring = busyRecorded - busyBefore
   busyState.stop = true
   await writer
   t.same(results, ['recorded', 'recorded', 'recorded', 'recorded', 'recorded'], 'every request of the other replica recorded, none failed for conflicts')
-  t.ok(busyRecorded > 0, `the busy replica kept writing meanwhile (${String(busyRecorded)} recorded)`)
-  t.ok(store.conflicts > 0, `they did race (${String(store.conflicts)} conflicts)`)
+  // Whether a given turn ends in a 409 is up to timing (with the rule, either may win at once);
+  // that the busy replica wrote all along while the other was recording is not.
+  t.ok(busyDuring > 0, `the busy replica kept writing while the other recorded (${String(busyDuring)} recorded meanwhile, ${String(store.conflicts)} conflicts)`)
 })
