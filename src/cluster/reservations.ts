@@ -17,8 +17,11 @@
 // (two round trips); one that keeps writing from its kept copy needs one, so while it has a batch
 // queued at every turn it wins every race, and the other fails closed once its attempts run out
 // (seen in 09-replicas on kind: 10 conflicts in a row). So a replica writing again less than one
-// write's time after its last write (it is streaming) reads first, after the same short random pause
-// a conflict takes: two replicas racing then each win about half the time, whichever lost last.
+// write's time after its last write (it is streaming) reads first. Its writes are then two round
+// trips apart, and the other's GET and PUT, one round trip apart, fall between two of them about
+// half the time, whichever lost last. It does not pause as a conflict does: a lone busy replica
+// (no one to make room for) would otherwise idle half its time (3.0k reviews/s instead of 5.7k in
+// bench/server.ts with the in-memory Lease).
 //
 // Entries leave the Lease only when their TTL has passed (each write prunes the expired). Each
 // replica stops counting an entry as soon as its own watch shows the ServiceCIDR
@@ -308,10 +311,9 @@ export class SharedReservations {
         this.fail(waiting, 'conflicts', `the Lease ${this.where} changed under it ${String(this.maxAttempts)} times in a row (other replicas writing)`)
         return
       }
-      // Streaming (see the top of this file): read first, after the pause a conflict takes.
+      // Streaming (see the top of this file): read first.
       if (attempt === 1 && this.cached !== undefined && this.lastWrite !== undefined && this.now() - this.lastWrite.end < this.lastWrite.took) {
         this.cached = undefined
-        await retryPause()
       }
       const timeoutMs = Math.max(1, Math.max(...waiting.map((waiter) => waiter.deadline)) - this.now())
       let lease = this.cached
@@ -352,8 +354,8 @@ export class SharedReservations {
         if (error instanceof StoreError && error.kind === 'conflict') {
           this.options.events?.write?.('conflict')
           waiting = admitted
-          // Another replica wrote in between: read again after a short random pause, the same one
-          // a streaming writer takes, so that neither is ahead by design.
+          // Another replica wrote in between: read again after a short random pause, so that two
+          // replicas retrying do not stay in step.
           await retryPause()
           continue
         }
