@@ -140,11 +140,12 @@ export function formatReservations(entries: readonly Reservation[]): string {
  * that would not, so one hung call can never hold this replica's queue of reviews.
  */
 function within<T>(call: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(new StoreError('timeout', `no answer within ${String(ms)} ms`)) }, ms)
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new StoreError('timeout', `no answer within ${String(ms)} ms`)) }, ms)
+    const stop = (): void => { clearTimeout(timer) }
+    call.then(stop, stop)
+    call.then(resolve, reject)
   })
-  return Promise.race([call, timeout]).finally(() => { clearTimeout(timer) })
 }
 
 /**
@@ -153,8 +154,8 @@ function within<T>(call: Promise<T>, ms: number): Promise<T> {
  */
 const retryPause = (): Promise<void> => new Promise((resolve) => { setTimeout(resolve, Math.random() * 10) })
 
-function withEntries(lease: LeaseObject, entries: readonly Reservation[]): LeaseObject {
-  return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: formatReservations(entries) } } }
+function withAnnotation(lease: LeaseObject, text: string): LeaseObject {
+  return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: text } } }
 }
 
 export class SharedReservations {
@@ -344,11 +345,15 @@ export class SharedReservations {
         return
       }
       const writeTimeoutMs = Math.max(1, Math.max(...admitted.map((waiter) => waiter.deadline)) - this.now())
+      const text = formatReservations(next)
       const writeStart = this.now()
       try {
-        this.cached = await within(store.update(withEntries(lease, next), writeTimeoutMs), writeTimeoutMs)
+        this.cached = await within(store.update(withAnnotation(lease, text), writeTimeoutMs), writeTimeoutMs)
         const end = this.now()
         this.lastWrite = { end, took: end - writeStart }
+        // The next write starts from this one's entries: the text is not parsed back (were the
+        // stored text to differ, entriesOf would parse it).
+        this.parsed = { text, entries: next, malformed: 0 }
       } catch (error) {
         this.cached = undefined
         if (error instanceof StoreError && error.kind === 'conflict') {
