@@ -20,7 +20,7 @@
 // write's time after its last write (it is streaming) reads first. Its writes are then two round
 // trips apart, and the other's GET and PUT, one round trip apart, fall between two of them about
 // half the time, whichever lost last. It does not pause as a conflict does: a lone busy replica
-// (no one to make room for) would otherwise idle half its time (3.0k reviews/s instead of 5.7k in
+// (no one to make room for) would otherwise idle half its time (2.9k reviews/s instead of 5.8k in
 // bench/server.ts with the in-memory Lease).
 //
 // Entries leave the Lease only when their TTL has passed (each write prunes the expired). Each
