@@ -164,6 +164,7 @@ export class SharedReservations {
   private readonly maxAttempts: number
   private readonly maxEntries: number
   private readonly queue: Waiter[] = []
+  /** A drain is scheduled or running: what queues meanwhile goes in its next batch. */
   private draining = false
   /** The Lease as this replica last read or wrote it. */
   private cached: LeaseObject | undefined
@@ -216,7 +217,13 @@ export class SharedReservations {
         waiter.settle({ outcome: 'failed', reason: 'deadline', detail: `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s` })
       }, this.options.deadlineMs)
       this.queue.push(waiter)
-      void this.drain()
+      if (!this.draining) {
+        this.draining = true
+        // The first write of a drain starts once this turn of the event loop has run its I/O
+        // callbacks, so that reviews whose requests arrived together go in one write, not the
+        // first alone and the rest in the next.
+        setImmediate(() => { void this.drain() })
+      }
     })
   }
 
@@ -250,8 +257,6 @@ export class SharedReservations {
   }
 
   private async drain(): Promise<void> {
-    if (this.draining) return
-    this.draining = true
     try {
       while (this.queue.length > 0) {
         const batch = this.queue.splice(0).filter((waiter) => !waiter.settled)

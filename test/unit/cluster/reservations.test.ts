@@ -188,14 +188,20 @@ t.test('deadline: a hung apiserver answers nothing; the review is answered in ti
   t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'the hung call did not hold the queue: the next review is recorded')
 })
 
-t.test('one write in flight per replica: what queues meanwhile goes in the next write, and never conflicts', async (t) => {
+t.test('one write in flight per replica: requests that arrive together go in one write, what queues meanwhile in the next, and never conflict', async (t) => {
   const store = new MemoryLeaseStore()
   store.latencyMs = 20
   const { reservations } = rig(store)
-  const results = await Promise.all(Array.from({ length: 10 }, (_, i) => reservations.reserve(request(`r${String(i)}`, [`10.0.${String(i)}.0/24`]), always)))
-  t.same(results, Array.from({ length: 10 }, () => ({ outcome: 'recorded' })))
+  const ask = (i: number): Promise<ReserveResult> => reservations.reserve(request(`r${String(i)}`, [`10.0.${String(i)}.0/24`]), always)
+  const together = await Promise.all([0, 1, 2].map(ask))
+  t.equal(store.updates, 1, 'three requests made in one turn of the event loop: one write')
+  const first = ask(3)
+  // One turn later the write of r3 is in flight; the next six queue behind it.
+  await new Promise((resolve) => { setImmediate(resolve) })
+  const rest = await Promise.all([4, 5, 6, 7, 8, 9].map(ask))
+  t.same([...together, await first, ...rest], Array.from({ length: 10 }, () => ({ outcome: 'recorded' })))
+  t.equal(store.updates, 3, 'then r3 alone, and the six that queued while its write was in flight in one more')
   t.equal(store.conflicts, 0, 'no conflict with itself')
-  t.equal(store.updates, 2, 'the first alone, then the nine that queued behind it in one write')
   t.equal(held(store).length, 10)
 })
 
