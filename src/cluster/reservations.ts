@@ -8,10 +8,11 @@
 // decided again, with what it now holds, up to a bound of attempts and within a deadline.
 //
 // A replica writes one batch at a time (everything that queued while the previous write was in
-// flight), so it never conflicts with itself; within a batch no two ranges overlap, because each was
-// first reserved in this replica's own model synchronously. The last Lease seen (from this replica's
-// own GET or PUT) is kept, so a lone writer needs one PUT, not GET and PUT; if another replica wrote
-// meanwhile, the PUT conflicts and the Lease is read again.
+// flight, or, for the first write, in the same turn of the event loop), so it never conflicts with
+// itself; within a batch no two ranges overlap, because each was first reserved in this replica's
+// own model synchronously. The last Lease seen (from this replica's own GET or PUT) is kept, so a
+// lone writer needs one PUT, not GET and PUT; if another replica wrote meanwhile, the PUT conflicts
+// and the Lease is read again.
 //
 // That saving must not starve another replica. One whose PUT lost must read before it writes again
 // (two round trips); one that keeps writing from its kept copy needs one, so while it has a batch
