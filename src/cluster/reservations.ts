@@ -350,9 +350,9 @@ export class SharedReservations {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
         return
       }
-      const writeTimeoutMs = Math.max(1, Math.max(...admitted.map((waiter) => waiter.deadline)) - this.now())
       const text = formatReservations(next)
       const writeStart = this.now()
+      const writeTimeoutMs = Math.max(1, Math.max(...admitted.map((waiter) => waiter.deadline)) - writeStart)
       try {
         this.cached = await within(store.update(withAnnotation(lease, text), writeTimeoutMs), writeTimeoutMs)
         const end = this.now()
