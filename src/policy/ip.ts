@@ -210,6 +210,31 @@ const invalidCIDR = 'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::
  * canonical string form.
  */
 export function parseCIDR(text: string): Parsed<Prefix> {
+  let parsed = parsedCIDRs.get(text)
+  if (parsed === undefined) {
+    parsed = parseCIDRText(text)
+    // Only texts as long as a CIDR can be: a hostile review's megabyte string is parsed, not kept.
+    if (text.length <= longestCIDR) {
+      if (parsedCIDRs.size >= parsedCIDRsLimit) parsedCIDRs.clear()
+      parsedCIDRs.set(text, parsed)
+    }
+  }
+  return parsed
+}
+
+/**
+ * What parseCIDR answered for texts it has seen, so that a text is parsed once, not at every
+ * review: the request's own CIDRs are parsed by the validity rule, again as the range it reserves,
+ * and the shared Lease's entries at every recheck. A parse made 1.8 KB of garbage (its bigints and
+ * substrings), the largest share of a review's (docs/benchmarks.md, "Fifth pass"). The answers are
+ * immutable; the memo is emptied when full, so hostile input cannot grow it.
+ */
+const parsedCIDRs = new Map<string, Parsed<Prefix>>()
+const parsedCIDRsLimit = 4096
+/** The longest a CIDR can be written without leading zeros: "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128". */
+const longestCIDR = 49
+
+function parseCIDRText(text: string): Parsed<Prefix> {
   const raw = parseCIDRSloppy(text)
   if (raw === undefined) return { ok: false, error: invalidCIDR }
   const { address, bits } = raw

@@ -118,10 +118,32 @@ void t.test('parseCIDR answers as apimachinery IsValidCIDR', (t) => {
     { name: 'ipv6 embedded ipv4 with an octet above 255', in: '::ffff:1.2.3.256/128', err: invalid },
     { name: 'ipv4 written after an ellipsis with no room left', in: '1:2:3:4:5:6:7::1.2.3.4/128', err: invalid },
   ]
-  for (const tc of cases) {
-    const got = parseCIDR(tc.in)
-    t.same(got.ok ? undefined : got.error, tc.err, `${tc.name}: ${JSON.stringify(tc.in)}`)
+  // Twice: the second answer comes from parseCIDR's memo, and must be the same.
+  for (const round of ['parsed', 'remembered']) {
+    for (const tc of cases) {
+      const got = parseCIDR(tc.in)
+      t.same(got.ok ? undefined : got.error, tc.err, `${tc.name} (${round}): ${JSON.stringify(tc.in)}`)
+    }
   }
+  t.end()
+})
+
+void t.test('parseCIDR remembers what it answered, within bounds', (t) => {
+  const first = parseCIDR('10.250.0.0/16')
+  t.equal(parseCIDR('10.250.0.0/16'), first, 'a text seen before: the same answer, not parsed again')
+  // More distinct texts than the memo holds: it is emptied, and every answer is still right.
+  for (let i = 0; i < 5000; i++) {
+    const text = `10.${i >> 8}.${i & 255}.0/24`
+    const got = parseCIDR(text)
+    if (!got.ok || got.value.text !== text || got.value.first !== BigInt(((10 << 24) | ((i >> 8) << 16) | ((i & 255) << 8)) >>> 0)) t.fail(`${text}: ${JSON.stringify(got, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value))}`)
+  }
+  t.not(parseCIDR('10.250.0.0/16'), first, 'emptied when full: parsed again')
+  t.same(parseCIDR('10.250.0.0/16'), first, '... to the same prefix')
+  // A text longer than any CIDR (a hostile review's) is refused every time, and never kept.
+  const long = `10.0.0.0/${'1'.repeat(100_000)}`
+  const refused = parseCIDR(long)
+  t.same(refused, { ok: false, error: invalid })
+  t.not(parseCIDR(long), refused, 'parsed again: not kept')
   t.end()
 })
 
