@@ -88,9 +88,6 @@ function reservable(request: ReviewRequest, decision: Decision): ServiceCIDRReco
   return toServiceCIDRRecord({ metadata: { name: request.name }, spec: { cidrs: object.cidrs } })
 }
 
-const heldRecords = (held: readonly HeldReservation[]): ServiceCIDRRecord[] =>
-  held.flatMap(({ name, cidrs }) => toServiceCIDRRecord({ metadata: { name }, spec: { cidrs } }) ?? [])
-
 export function createReviewer({ policy, cluster, reservations }: ReviewerOptions): Reviewer {
   return async (body) => {
     const decoded = decodeReview(body)
@@ -121,7 +118,7 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
       // An exempt request is recorded, so that others' overlap checks see it, but never refused.
       if (decision.bypass === 'Exempt') return true
       const view = cluster.view()
-      final = decide(current, view && withReservations(view, heldRecords(held)), request)
+      final = decide(current, view && withReservations(view, held), request)
       return final.allowed
     })
     if (result.outcome === 'failed') final = unconfirmed(current, final, request.name, result.detail)

@@ -2,24 +2,37 @@
 // ServiceCIDRs on top of a cluster view. Pure: the caller reads them from wherever they are shared
 // and passes them in, so `decide` stays a function of its arguments.
 
-import type { AddressRange, ClusterView, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
+import { toServiceCIDRRecord } from './state.ts'
+import type { AddressRange, ClusterView, PlacedCIDR } from './types.ts'
 
-/** Whether the view already holds a ServiceCIDR of that name with every CIDR of `record`. */
-function shownBy(view: ClusterView, record: ServiceCIDRRecord): boolean {
-  const held = view.serviceCIDR(record.name)
-  return held !== undefined && record.cidrs.every((prefix) => held.cidrs.some((cidr) => cidr.text === prefix.text))
+/** A range as the shared reservations hold it: a ServiceCIDR's name and its CIDRs as written. */
+export interface ReservedRange {
+  readonly name: string
+  readonly cidrs: readonly string[]
+}
+
+/** Whether the view already holds a ServiceCIDR of that name with every CIDR of `range`. */
+function shownBy(view: ClusterView, range: ReservedRange): boolean {
+  const held = view.serviceCIDR(range.name)
+  return held !== undefined && range.cidrs.every((text) => held.cidrs.some((cidr) => cidr.text === text))
 }
 
 /**
  * The view with `reservations` added to its pending ServiceCIDRs, so the overlap rule counts them.
  * A reservation ends, for this view, once the view holds its ServiceCIDR with those CIDRs (the
  * watch has shown it; the ServiceCIDR itself then counts), and one already pending here under the
- * same name is not counted twice.
+ * same name is not counted twice. Only those left are parsed into records: at every recheck the
+ * Lease holds the request's own entry and others' that the watch has shown, and records made for
+ * them were garbage that lived long enough to need a full collection (docs/benchmarks.md, "Fifth
+ * pass").
  */
-export function withReservations(view: ClusterView, reservations: Iterable<ServiceCIDRRecord>): ClusterView {
+export function withReservations(view: ClusterView, reservations: Iterable<ReservedRange>): ClusterView {
   const own = [...view.pendingServiceCIDRs()]
   const names = new Set(own.map((record) => record.name))
-  const extra = [...reservations].filter((record) => !names.has(record.name) && !shownBy(view, record))
+  const extra = [...reservations].flatMap((range) => {
+    if (names.has(range.name) || shownBy(view, range)) return []
+    return toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } }) ?? []
+  })
   if (extra.length === 0) return view
   const pending = [...own, ...extra]
   return {

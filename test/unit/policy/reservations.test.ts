@@ -14,16 +14,16 @@ t.test('withReservations: what other replicas hold becomes pending here', (t) =>
     pending: [serviceCIDR('local', '10.0.2.0/24')],
   })
   const view = withReservations(state, [
-    serviceCIDR('remote', '10.0.0.0/24'),
-    serviceCIDR('shown', '10.0.1.0/24'),
-    serviceCIDR('local', '10.0.2.0/24'),
-    serviceCIDR('single', '10.0.3.0/24', 'fd00::/64'),
-    serviceCIDR('moved', '10.0.4.0/24'),
+    { name: 'remote', cidrs: ['10.0.0.0/24'] },
+    { name: 'shown', cidrs: ['10.0.1.0/24'] },
+    { name: 'local', cidrs: ['10.0.2.0/24'] },
+    { name: 'single', cidrs: ['10.0.3.0/24', 'fd00::/64'] },
+    { name: 'moved', cidrs: ['10.0.4.0/24'] },
   ])
   t.same(names(view), ['local', 'remote', 'single', 'moved'], 'ours first; one the watch already shows with its CIDRs is not counted; one pending here under the same name not twice; an UPDATE adding a family still counts')
   t.equal(view.serviceCIDR('shown'), state.serviceCIDR('shown'), 'everything else is the view\'s')
   t.same(view.cidrsOverlapping(serviceCIDR('x', '10.0.0.0/16').cidrs[0]!).map((placed) => placed.record.name).sort(), ['shown', 'single'])
-  t.equal(withReservations(state, [serviceCIDR('shown', '10.0.1.0/24')]), state, 'nothing to add: the view itself')
+  t.equal(withReservations(state, [{ name: 'shown', cidrs: ['10.0.1.0/24'] }]), state, 'nothing to add: the view itself')
   t.end()
 })
 
@@ -31,11 +31,11 @@ t.test('decide with another replica\'s reservation: the overlap is refused, and 
   const state = cluster({ serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28')] })
   const request = create('mine', ['10.0.0.0/25'])
   t.equal(decide(policy(), state, request).allowed, true, 'alone it is admitted')
-  const decision = decide(policy(), withReservations(state, [serviceCIDR('theirs', '10.0.0.0/24')]), request)
+  const decision = decide(policy(), withReservations(state, [{ name: 'theirs', cidrs: ['10.0.0.0/24'] }]), request)
   t.equal(decision.allowed, false)
   t.match(decision.message, 'spec.cidrs[0] 10.0.0.0/25 overlaps ServiceCIDR "theirs" (10.0.0.0/24, admitted moments ago)')
-  t.equal(decide(policy(), withReservations(state, [serviceCIDR('mine', '10.0.0.0/24')]), request).allowed, true, 'its own name never conflicts (a retry of the same request)')
-  t.equal(decide(policy({ overlap: 'AllowExpansion' }), withReservations(state, [serviceCIDR('theirs', '10.0.0.0/26')]), request).allowed, true, 'AllowExpansion: a strictly larger range may contain it')
+  t.equal(decide(policy(), withReservations(state, [{ name: 'mine', cidrs: ['10.0.0.0/24'] }]), request).allowed, true, 'its own name never conflicts (a retry of the same request)')
+  t.equal(decide(policy({ overlap: 'AllowExpansion' }), withReservations(state, [{ name: 'theirs', cidrs: ['10.0.0.0/26'] }]), request).allowed, true, 'AllowExpansion: a strictly larger range may contain it')
   t.end()
 })
 
