@@ -18,9 +18,9 @@
 // only 4 (the side-by-side rounds), for comparing builds.
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { parsePolicy } from '../src/config/policy.ts'
 import { timeDecisions } from './decide.ts'
@@ -111,10 +111,14 @@ try {
   let baseline: ChildProcess | undefined
   let baselineLocal: ChildProcess | undefined
   if (flags.baseline !== undefined) {
-    // That commit's src under this harness: the same bench/server.ts and fixtures, copied in; with
-    // and without the shared reservation Lease, as this build's two webhook rows.
+    // That commit's src under this harness: the same bench/server.ts and fixtures, and the same
+    // in-memory Lease standing in for kube-apiserver, copied in; with and without the shared
+    // reservation Lease, as this build's two webhook rows.
     const checkout = checkoutOf(flags.baseline, dir)
-    for (const file of ['server.ts', 'fixtures.ts']) copyFileSync(join(here, file), join(checkout, 'bench', file))
+    for (const file of ['bench/server.ts', 'bench/fixtures.ts', 'test/support/lease-store.ts']) {
+      mkdirSync(dirname(join(checkout, file)), { recursive: true })
+      copyFileSync(join(repo, file), join(checkout, file))
+    }
     baseline = forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])
     baselineLocal = forkServer(checkout, 'server.ts', [String(ipCount), port(4)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
   }

@@ -6,14 +6,16 @@
 import { StoreError, type LeaseObject, type LeaseStore, type StoreErrorKind } from '../../src/cluster/lease.ts'
 import { reservationsAnnotation } from '../../src/cluster/reservations.ts'
 
-// A Lease crosses the wire as JSON, so it is copied as JSON: the same copy as structuredClone for
-// a JSON object, at a fraction of its cost, which matters to bench/server.ts (it measures the review
-// path's CPU with this store in place of kube-apiserver).
-const clone = (lease: LeaseObject): LeaseObject => JSON.parse(JSON.stringify(lease)) as LeaseObject
-
 export class MemoryLeaseStore implements LeaseStore {
   readonly where = 'servicecidr-guard-system/servicecidr-guard-reservations'
-  private lease: LeaseObject | undefined
+  /**
+   * The Lease as kube-apiserver would send it: JSON text. A get is a JSON.parse of it; an update a
+   * JSON.stringify of what was sent and a JSON.parse of the answer. That is the JSON work
+   * HttpLeaseStore (src/cluster/lease.ts) does, so bench/server.ts, which measures the review path
+   * with this store in place of kube-apiserver, counts the webhook's own share of it, no more.
+   * Every caller gets its own copy.
+   */
+  private text: string | undefined
   private version = 1
   gets = 0
   updates = 0
@@ -29,7 +31,7 @@ export class MemoryLeaseStore implements LeaseStore {
 
   constructor(options: { missing?: boolean, annotation?: string } = {}) {
     if (options.missing !== true) {
-      this.lease = {
+      this.store({
         apiVersion: 'coordination.k8s.io/v1',
         kind: 'Lease',
         metadata: {
@@ -40,8 +42,16 @@ export class MemoryLeaseStore implements LeaseStore {
           ...(options.annotation === undefined ? {} : { annotations: { [reservationsAnnotation]: options.annotation } }),
         },
         spec: {},
-      }
+      })
     }
+  }
+
+  private store(lease: LeaseObject): void {
+    this.text = JSON.stringify(lease)
+  }
+
+  private get lease(): LeaseObject | undefined {
+    return this.text === undefined ? undefined : JSON.parse(this.text) as LeaseObject
   }
 
   get resourceVersion(): number {
@@ -57,13 +67,13 @@ export class MemoryLeaseStore implements LeaseStore {
     if (this.hang) await new Promise<never>(() => undefined)
     if (this.latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, this.latencyMs))
     if (this.failWith !== undefined) throw new StoreError(this.failWith, `injected ${this.failWith}`)
-    if (this.lease === undefined) throw new StoreError('missing', 'leases.coordination.k8s.io "servicecidr-guard-reservations" not found')
+    if (this.text === undefined) throw new StoreError('missing', 'leases.coordination.k8s.io "servicecidr-guard-reservations" not found')
   }
 
   async get(): Promise<LeaseObject> {
     this.gets++
     await this.call()
-    return clone(this.lease as LeaseObject)
+    return JSON.parse(this.text as string) as LeaseObject
   }
 
   async update(lease: LeaseObject): Promise<LeaseObject> {
@@ -75,14 +85,14 @@ export class MemoryLeaseStore implements LeaseStore {
       throw new StoreError('conflict', 'Operation cannot be fulfilled on leases.coordination.k8s.io "servicecidr-guard-reservations": the object has been modified; please apply your changes to the latest version and try again')
     }
     this.version++
-    this.lease = clone({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(this.version) } })
-    return clone(this.lease)
+    this.store({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(this.version) } })
+    return JSON.parse(this.text as string) as LeaseObject
   }
 
   /** Someone else's write: the annotation replaced, the version bumped. */
   overwrite(annotation: string): void {
     const current = this.lease as LeaseObject
     this.version++
-    this.lease = { ...current, metadata: { ...current.metadata, resourceVersion: String(this.version), annotations: { [reservationsAnnotation]: annotation } } }
+    this.store({ ...current, metadata: { ...current.metadata, resourceVersion: String(this.version), annotations: { [reservationsAnnotation]: annotation } } })
   }
 }
