@@ -15,7 +15,8 @@
 //
 // BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
 // (first of five) the servers' ports (default: any free ones). BENCH_SIDE_BY_SIDE_ONLY=1 runs
-// only 4 (the side-by-side rounds), for comparing builds.
+// only 4 (the side-by-side rounds), for comparing builds. BENCH_WARMUP_SECONDS: how long each
+// server is loaded before them (default 10).
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -142,7 +143,13 @@ try {
   const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server], ['webhook, no shared Lease', `https://127.0.0.1:${localPort}`, local]]
   if (baseline !== undefined) targets.push([`baseline ${flags.baseline ?? ''}`, `https://127.0.0.1:${baselinePort}`, baseline])
   if (baselineLocal !== undefined) targets.push([`baseline, no shared Lease`, `https://127.0.0.1:${baselineLocalPort}`, baselineLocal])
-  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; three rounds each, alternating, ${seconds} s a round`)
+  // Every server is warmed first, long enough for V8 to finish optimizing the review path: the
+  // webhook's JIT was still compiling 20-70 functions a second, on the other core, 8 s into its
+  // load (--trace-opt), and its first rounds measured that warm-up (docs/benchmarks.md, "Fifth
+  // pass"). A replica runs for days; what is compared is its steady state.
+  const warmup = Number(process.env['BENCH_WARMUP_SECONDS'] ?? 10)
+  for (const [, target] of targets) await load(target, body, connections, warmup, ca)
+  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; each server warmed ${warmup} s, then three rounds each, alternating, ${seconds} s a round`)
   console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
   for (const count of [8, 32]) {
     const runs = new Map<string, { result: LoadResult, cpu: number }[]>(targets.map(([name]) => [name, []]))
