@@ -3,7 +3,7 @@
 // build a reviewer the way production does.
 
 import { decide, decideService, unconfirmed } from '../policy/engine.ts'
-import { withReservations } from '../policy/reservations.ts'
+import { withReservations, type ReservedRange } from '../policy/reservations.ts'
 import { toServiceCIDRRecord } from '../policy/state.ts'
 import type { ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
@@ -20,12 +20,6 @@ export interface ClusterPort {
   release(record: ServiceCIDRRecord): void
 }
 
-/** A range another replica (or this one) admitted moments ago, as the shared reservations hold it. */
-export interface HeldReservation {
-  readonly name: string
-  readonly cidrs: readonly string[]
-}
-
 export type ReservationResult =
   | { readonly outcome: 'recorded' }
   | { readonly outcome: 'refused' }
@@ -37,7 +31,7 @@ export interface ReservationPort {
    * Records the admitted CIDRs; `recheck` decides the request again with the reservations held
    * there, and answers whether it is still admitted. Resolves within its deadline, never rejects.
    */
-  reserve(request: { readonly name: string, readonly cidrs: readonly string[], readonly uid: string }, recheck: (held: readonly HeldReservation[]) => boolean): Promise<ReservationResult>
+  reserve(request: { readonly name: string, readonly cidrs: readonly string[], readonly uid: string }, recheck: (held: readonly ReservedRange[]) => boolean): Promise<ReservationResult>
 }
 
 /** warned: allowed with warnings (enforcement Warn); audited: allowed, violations only logged (Audit). */

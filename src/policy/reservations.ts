@@ -5,7 +5,10 @@
 import { toServiceCIDRRecord } from './state.ts'
 import type { AddressRange, ClusterView, PlacedCIDR } from './types.ts'
 
-/** A range as the shared reservations hold it: a ServiceCIDR's name and its CIDRs as written. */
+/**
+ * A range another replica (or this one) admitted moments ago, as the shared reservations hold it:
+ * a ServiceCIDR's name and its CIDRs as written.
+ */
 export interface ReservedRange {
   readonly name: string
   readonly cidrs: readonly string[]
