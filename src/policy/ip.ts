@@ -204,6 +204,18 @@ export function familyOfCIDR(text: string): Family | undefined {
 const invalidCIDR = 'must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)'
 
 /**
+ * What parseCIDR answered for texts it has seen, so that a text is parsed once, not at every
+ * review: the request's own CIDRs are parsed by the validity rule, again as the range it reserves,
+ * and the shared Lease's entries at every recheck. A parse made 1.8 KB of garbage (its bigints and
+ * substrings), the largest share of a review's (docs/benchmarks.md, "Fifth pass"). The answers are
+ * immutable; the memo is emptied when full, so hostile input cannot grow it.
+ */
+const parsedCIDRs = new Map<string, Parsed<Prefix>>()
+const parsedCIDRsLimit = 4096
+/** The longest a CIDR can be written without leading zeros: "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128". */
+const longestCIDR = 49
+
+/**
  * Parses a CIDR with the rules of apimachinery's `IsValidCIDR`
  * (k8s.io/apimachinery/pkg/util/validation/ip.go), with its messages, in its order: the sloppy
  * parse, then no leading zeros, no IPv4-mapped IPv6, no bits set beyond the prefix length, and the
@@ -221,18 +233,6 @@ export function parseCIDR(text: string): Parsed<Prefix> {
   }
   return parsed
 }
-
-/**
- * What parseCIDR answered for texts it has seen, so that a text is parsed once, not at every
- * review: the request's own CIDRs are parsed by the validity rule, again as the range it reserves,
- * and the shared Lease's entries at every recheck. A parse made 1.8 KB of garbage (its bigints and
- * substrings), the largest share of a review's (docs/benchmarks.md, "Fifth pass"). The answers are
- * immutable; the memo is emptied when full, so hostile input cannot grow it.
- */
-const parsedCIDRs = new Map<string, Parsed<Prefix>>()
-const parsedCIDRsLimit = 4096
-/** The longest a CIDR can be written without leading zeros: "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128". */
-const longestCIDR = 49
 
 function parseCIDRText(text: string): Parsed<Prefix> {
   const raw = parseCIDRSloppy(text)
