@@ -73,7 +73,7 @@ export class MemoryLeaseStore implements LeaseStore {
   async get(): Promise<LeaseObject> {
     this.gets++
     await this.call()
-    return JSON.parse(this.text as string) as LeaseObject
+    return this.lease as LeaseObject
   }
 
   async update(lease: LeaseObject): Promise<LeaseObject> {
@@ -86,7 +86,7 @@ export class MemoryLeaseStore implements LeaseStore {
     }
     this.version++
     this.store({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(this.version) } })
-    return JSON.parse(this.text as string) as LeaseObject
+    return this.lease as LeaseObject
   }
 
   /** Someone else's write: the annotation replaced, the version bumped. */
