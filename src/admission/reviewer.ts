@@ -100,19 +100,27 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
     // decide() and reserve() run in one synchronous step: no other review on this replica can
     // interleave, so of two overlapping CREATEs arriving together the second sees the first's
     // reservation.
-    const decision = decide(current, cluster.view(), request)
+    const view = cluster.view()
+    const decision = decide(current, view, request)
     const record = reservable(request, decision)
     if (record === undefined) return answer(decision)
     cluster.reserve(record)
     // Only the overlap rule reads reservations; the apiserver's own default ServiceCIDR never waits.
     if (reservations === undefined || current.overlap === 'Allow' || decision.bypass === 'ApiserverDefault') return answer(decision)
 
+    const decidedAt = view?.revision
     let final = decision
     const result = await reservations.reserve({ name: request.name, cidrs: decision.cidrs, uid }, (held) => {
       // An exempt request is recorded, so that others' overlap checks see it, but never refused.
       if (decision.bypass === 'Exempt') return true
-      const view = cluster.view()
-      final = decide(current, view && withReservations(view, held), request)
+      const now = cluster.view()
+      const seen = now && withReservations(now, held)
+      // Deciding again would answer as before when it would read what the decision read: no range in
+      // the Lease that the view lacks (withReservations added none), and no ServiceCIDR the watch
+      // brought since (same revision). Ranges this replica reserved since are no reason either: each
+      // was decided with this request's reservation in view, so none overlaps it.
+      if (seen !== undefined && seen === view && decidedAt !== undefined && seen.revision === decidedAt) return final.allowed
+      final = decide(current, seen, request)
       return final.allowed
     })
     if (result.outcome === 'failed') final = unconfirmed(current, final, request.name, result.detail)

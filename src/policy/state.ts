@@ -259,6 +259,11 @@ export class ClusterState implements ClusterView {
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   private readonly pending = new Map<string, Pending>()
+  private serviceCIDRRevision = 0
+
+  get revision(): number {
+    return this.serviceCIDRRevision
+  }
 
   get serviceCIDRCount(): number {
     return this.cidrs.size
@@ -311,12 +316,14 @@ export class ClusterState implements ClusterView {
   }
 
   removeServiceCIDR(name: string): void {
+    this.serviceCIDRRevision++
     for (const entry of this.placed.get(name) ?? []) this.cidrIndex[entry.prefix.family].remove(entry)
     this.placed.delete(name)
     this.cidrs.delete(name)
   }
 
   replaceServiceCIDRs(records: Iterable<ServiceCIDRRecord>): void {
+    this.serviceCIDRRevision++
     this.cidrs.clear()
     this.placed.clear()
     for (const record of records) {

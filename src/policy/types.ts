@@ -80,6 +80,12 @@ export interface ClusterView {
    * address) in [first, last] of the family, in address order: the ones canDeleteCIDR counts.
    */
   addressesBetween(family: Family, first: bigint, last: bigint): AddressRange
+  /**
+   * Changes whenever the ServiceCIDRs the view holds change (added, updated or removed, as the watch
+   * shows them); not for pending ones. Two reads of one view at the same revision hold the same
+   * ServiceCIDRs. A view without it is never taken to be unchanged.
+   */
+  readonly revision?: number
 }
 
 export interface AddressRange {

@@ -156,3 +156,64 @@ t.test('still unknown after current(): the review fails closed', async (t) => {
   t.notOk(allowed(outcome), 'refused')
   t.match(outcome.decision?.message ?? '', 'has not finished reading')
 })
+
+/**
+ * A replica whose Lease is a stand-in: `during` runs between the decision and the recheck (the
+ * watch delivering, another replica writing), then the recheck is called with `held`.
+ */
+function recheckedReplica(during: (state: ClusterState) => void, held: readonly { name: string, cidrs: string[] }[]): { review: (name: string, cidr: string) => Promise<Outcome>, overlapReads: () => number } {
+  let reads = 0
+  class CountingState extends ClusterState {
+    override cidrsOverlapping(prefix: Parameters<ClusterState['cidrsOverlapping']>[0]): ReturnType<ClusterState['cidrsOverlapping']> {
+      reads++
+      return super.cidrsOverlapping(prefix)
+    }
+  }
+  const state = new CountingState()
+  state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')])
+  const reviewer = createReviewer({
+    policy: () => makePolicy(),
+    cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
+    reservations: {
+      reserve: (_request, recheck) => {
+        during(state)
+        return Promise.resolve(recheck(held) ? { outcome: 'recorded' } : { outcome: 'refused' })
+      },
+    },
+  })
+  return { review: (name, cidr) => reviewer(Buffer.from(JSON.stringify(admissionReview('CREATE', name, [cidr])))), overlapReads: () => reads }
+}
+
+t.test('the recheck decides again only when something it did not see may overlap', async (t) => {
+  await t.test('a ServiceCIDR the watch brings meanwhile is counted', async (t) => {
+    const { review } = recheckedReplica((state) => { state.upsertServiceCIDR(serviceCIDR('theirs', '10.1.0.0/16')) }, [])
+    const outcome = await review('mine', '10.1.2.0/24')
+    t.equal(outcome.decision?.allowed, false, 'refused at the recheck')
+    t.match(outcome.decision?.message, 'overlaps ServiceCIDR "theirs"')
+    t.equal(outcome.reservation, 'refused')
+  })
+  await t.test('so is one the Lease holds that the watch shows by then (withReservations adds nothing for it)', async (t) => {
+    const { review } = recheckedReplica((state) => { state.upsertServiceCIDR(serviceCIDR('theirs', '10.1.0.0/16')) }, [{ name: 'theirs', cidrs: ['10.1.0.0/16'] }])
+    const outcome = await review('mine', '10.1.2.0/24')
+    t.equal(outcome.decision?.allowed, false, 'refused at the recheck')
+    t.match(outcome.decision?.message, 'overlaps ServiceCIDR "theirs"')
+  })
+  await t.test('and one the Lease holds that the watch does not show yet', async (t) => {
+    const { review } = recheckedReplica(() => undefined, [{ name: 'theirs', cidrs: ['10.1.0.0/16'] }])
+    const outcome = await review('mine', '10.1.2.0/24')
+    t.equal(outcome.decision?.allowed, false, 'refused at the recheck')
+    t.match(outcome.decision?.message, 'admitted moments ago')
+  })
+  await t.test('nothing new: the Lease holds only this request and what the view shows; the first decision stands', async (t) => {
+    const { review, overlapReads } = recheckedReplica((state) => { state.reserve(serviceCIDR('later', '10.3.0.0/24'), Number.MAX_SAFE_INTEGER) }, [{ name: 'mine', cidrs: ['10.1.2.0/24'] }, { name: 'kubernetes', cidrs: ['10.96.0.0/28'] }])
+    const outcome = await review('mine', '10.1.2.0/24')
+    t.ok(allowed(outcome))
+    t.equal(outcome.reservation, 'recorded')
+    t.equal(overlapReads(), 1, 'decided once: a range this replica reserved since is no reason to decide again')
+  })
+  await t.test('a non-overlapping range from the Lease: decided again, still admitted', async (t) => {
+    const { review, overlapReads } = recheckedReplica(() => undefined, [{ name: 'theirs', cidrs: ['10.9.0.0/24'] }])
+    t.ok(allowed(await review('mine', '10.1.2.0/24')))
+    t.equal(overlapReads(), 2, 'decided twice')
+  })
+})

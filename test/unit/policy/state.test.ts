@@ -211,3 +211,23 @@ void t.test('reservations', (t) => {
   t.same(names(state), [], 'releasing the one held drops it')
   t.end()
 })
+
+void t.test('revision: changes with the ServiceCIDRs held, not with reservations or IPAddresses', (t) => {
+  const state = new ClusterState()
+  const seen: number[] = [state.revision]
+  const step = (change: () => void): boolean => {
+    change()
+    const changed = state.revision !== seen[seen.length - 1]
+    seen.push(state.revision)
+    return changed
+  }
+  t.ok(step(() => { state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')]) }), 'replaced')
+  t.ok(step(() => { state.upsertServiceCIDR(serviceCIDR('a', '10.1.0.0/24')) }), 'added')
+  t.ok(step(() => { state.upsertServiceCIDR(serviceCIDR('a', '10.1.0.0/24', 'fd00::/108')) }), 'updated')
+  t.ok(step(() => { state.removeServiceCIDR('a') }), 'removed')
+  t.notOk(step(() => { state.reserve(serviceCIDR('b', '10.2.0.0/24'), Number.MAX_SAFE_INTEGER) }), 'a reservation')
+  t.notOk(step(() => { state.release(serviceCIDR('b', '10.2.0.0/24')) }), 'a release')
+  t.notOk(step(() => { state.upsertIPAddress(ipAddress('10.96.0.1')) }), 'an IPAddress')
+  t.equal(new Set(seen).size, 5, 'never back to an earlier revision')
+  t.end()
+})
