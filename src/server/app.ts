@@ -8,6 +8,7 @@ import { errorOutcome, type Outcome, type Reviewer } from '../admission/reviewer
 import { findUID } from '../admission/review.ts'
 import { InFlightBudget, LargeBodyRate, LimitError, guardRequests, healthLimits, serverOptions, webhookLimits, type Limits } from './limits.ts'
 import type { Metrics } from './metrics.ts'
+import { Turns } from './turns.ts'
 
 export interface Readiness {
   readonly ready: boolean
@@ -170,8 +171,11 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
 
   app.setNotFoundHandler((_request, reply) => answer(reply, errorOutcome('', errors.notFound)))
 
+  // Answers go out together at the end of the turn that read their requests (src/server/turns.ts).
+  const turns = new Turns()
   app.post('/validate', async (request, reply) => {
     const startedAt = process.hrtime.bigint()
+    const turn = turns.begin()
     let outcome: Outcome
     const body = request.body
     if (!Buffer.isBuffer(body) || body.length === 0) {
@@ -186,6 +190,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       }
     }
     record(outcome, startedAt)
+    await turns.after(turn)
     return answer(reply, outcome)
   })
 
