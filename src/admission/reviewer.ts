@@ -113,8 +113,8 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
     const result = await reservations.reserve({ name: request.name, cidrs: decision.cidrs, uid }, (held) => {
       // An exempt request is recorded, so that others' overlap checks see it, but never refused.
       if (decision.bypass === 'Exempt') return true
-      const now = cluster.view()
-      const seen = now && withReservations(now, held)
+      const latest = cluster.view()
+      const seen = latest && withReservations(latest, held)
       // Deciding again would answer as before when it would read what the decision read: no range in
       // the Lease that the view lacks (withReservations added none), and no ServiceCIDR the watch
       // brought since (same revision). Ranges this replica reserved since are no reason either: each
