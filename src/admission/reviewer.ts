@@ -115,10 +115,12 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
       if (decision.bypass === 'Exempt') return true
       const latest = cluster.view()
       const seen = latest && withReservations(latest, held)
-      // Deciding again would answer as before when it would read what the decision read: no range in
-      // the Lease that the view lacks (withReservations added none), and no ServiceCIDR the watch
-      // brought since (same revision). Ranges this replica reserved since are no reason either: each
-      // was decided with this request's reservation in view, so none overlaps it.
+      // Deciding again is needed only if it would read something the decision did not: a range in
+      // the Lease that the view lacks (withReservations added one), or a ServiceCIDR the watch
+      // brought since (the revision moved). Ranges this replica reserved since are not: each was
+      // decided with this request's reservation in view, so it was admitted knowing of it (it does
+      // not overlap it or, under AllowExpansion, strictly contains it), and the two stand in the
+      // order they were decided. Deciding again would refuse this one for such an expansion.
       if (seen !== undefined && seen === view && decidedAt !== undefined && seen.revision === decidedAt) return final.allowed
       final = decide(current, seen, request)
       return final.allowed

@@ -58,6 +58,19 @@ t.test('the same race with the shared reservation off: every pair is admitted tw
   t.same(counts, { both: 50, one: 0, none: 0 }, 'what the shared reservation prevents')
 })
 
+t.test('overlap: AllowExpansion: a CREATE expanding one this replica admitted just before leaves both admitted, in the order they were decided', async (t) => {
+  const store = new MemoryLeaseStore()
+  const one = replica(store, makePolicy({ overlap: 'AllowExpansion' }))
+  const [narrow, wide] = await Promise.all([
+    one.review(admissionReview('CREATE', 'narrow', ['10.1.0.0/22'])),
+    one.review(admissionReview('CREATE', 'wide', ['10.1.0.0/21'])),
+  ])
+  t.ok(allowed(narrow), 'the /22, decided first, stands: the /21 came after it')
+  t.ok(allowed(wide), 'the /21 strictly contains it: an expansion')
+  t.same(heldNames(store).sort(), ['narrow 10.1.0.0/22', 'wide 10.1.0.0/21'], 'both recorded, in one write')
+  t.equal(store.updates, 1)
+})
+
 t.test('a CREATE refused for another replica\'s reservation names it, and releases the local reservation', async (t) => {
   const store = new MemoryLeaseStore()
   const one = replica(store)
