@@ -4,8 +4,9 @@
 // exactly one is admitted; with the shared reservation off, both are.
 
 import t from 'tap'
-import { createReviewer, type Outcome } from '../../../src/admission/reviewer.ts'
+import { createReviewer, type ClusterPort, type Outcome } from '../../../src/admission/reviewer.ts'
 import { parseReservations, SharedReservations } from '../../../src/cluster/reservations.ts'
+import type { ReservedRange } from '../../../src/policy/reservations.ts'
 import { ClusterState } from '../../../src/policy/state.ts'
 import type { Policy } from '../../../src/policy/types.ts'
 import { MemoryLeaseStore } from '../../support/lease-store.ts'
@@ -18,13 +19,21 @@ interface Replica {
   readonly state: ClusterState
 }
 
+/** The cluster as a replica's reviewer reaches it: `state`, always known; reservations held until released. */
+const clusterOf = (state: ClusterState): ClusterPort => ({
+  view: () => state,
+  current: () => Promise.resolve(),
+  reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) },
+  release: (record) => { state.release(record) },
+})
+
 function replica(store: MemoryLeaseStore | undefined, policy: Policy = makePolicy(), name = 'replica-1'): Replica {
   const state = new ClusterState()
   state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')])
   const reservations = store && new SharedReservations({ store, replica: name, ttlMs: 10_000, deadlineMs: 2000, log: { warn: () => undefined } })
   const reviewer = createReviewer({
     policy: () => policy,
-    cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
+    cluster: clusterOf(state),
     reservations,
   })
   return { review: (review) => reviewer(Buffer.from(JSON.stringify(review))), state }
@@ -174,7 +183,7 @@ t.test('still unknown after current(): the review fails closed', async (t) => {
  * A replica whose Lease is a stand-in: `during` runs between the decision and the recheck (the
  * watch delivering, another replica writing), then the recheck is called with `held`.
  */
-function recheckedReplica(during: (state: ClusterState) => void, held: readonly { name: string, cidrs: string[] }[]): { review: (name: string, cidr: string) => Promise<Outcome>, overlapReads: () => number } {
+function recheckedReplica(during: (state: ClusterState) => void, held: readonly ReservedRange[]): { review: (name: string, cidr: string) => Promise<Outcome>, overlapReads: () => number } {
   let reads = 0
   class CountingState extends ClusterState {
     override cidrsOverlapping(prefix: Parameters<ClusterState['cidrsOverlapping']>[0]): ReturnType<ClusterState['cidrsOverlapping']> {
@@ -186,7 +195,7 @@ function recheckedReplica(during: (state: ClusterState) => void, held: readonly 
   state.replaceServiceCIDRs([serviceCIDR('kubernetes', '10.96.0.0/28')])
   const reviewer = createReviewer({
     policy: () => makePolicy(),
-    cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Number.MAX_SAFE_INTEGER) }, release: (record) => { state.release(record) } },
+    cluster: clusterOf(state),
     reservations: {
       reserve: (_request, recheck) => {
         during(state)
