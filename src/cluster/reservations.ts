@@ -342,10 +342,13 @@ export class SharedReservations {
       }
       const admitted = waiting.filter((waiter) => !waiter.settled)
       if (admitted.length === 0) return
-      // A request retried under the same name replaces its earlier entry.
-      const names = new Set(admitted.map((waiter) => waiter.request.name))
-      const mine = admitted.map(({ request }): Reservation => ({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid }))
-      const next = [...held.filter((entry) => !names.has(entry.name)), ...mine]
+      // A request retried under the same name replaces its earlier entry, in the Lease and in this
+      // batch (the later of two in one batch was decided with the earlier in view, and replaced it
+      // in this replica's own model too: ClusterState.reserve).
+      const byName = new Map<string, Reservation>()
+      for (const { request } of admitted) byName.set(request.name, { name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid })
+      const mine = [...byName.values()]
+      const next = [...held.filter((entry) => !byName.has(entry.name)), ...mine]
       if (next.length > this.maxEntries) {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
         return

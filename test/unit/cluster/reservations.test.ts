@@ -141,6 +141,18 @@ t.test('a request retried under the same name replaces its earlier entry', async
   t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + 1000 + ttlMs, 'replica-1'), uid: 'uid-2' }])
 })
 
+t.test('two requests of the same name in one write: the later replaces the earlier, as in the replica\'s own model', async (t) => {
+  const { store, reservations } = rig()
+  const results = await Promise.all([
+    reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-1'), always),
+    reservations.reserve(request('b', ['10.0.1.0/24']), always),
+    reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-2'), always),
+  ])
+  t.same(results, [{ outcome: 'recorded' }, { outcome: 'recorded' }, { outcome: 'recorded' }], 'both recorded')
+  t.equal(store.updates, 1, 'in one write')
+  t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + ttlMs, 'replica-1'), uid: 'uid-2' }, entry('b', ['10.0.1.0/24'], start + ttlMs, 'replica-1')], 'one entry for a, the later request\'s')
+})
+
 t.test('apiserver down, Lease missing, RBAC refusing, object refused: fail closed with a reason that says what happened', async (t) => {
   const cases = [
     { kind: 'unavailable', reason: 'unavailable', detail: /^kube-apiserver could not be reached: injected unavailable$/ },
