@@ -178,6 +178,8 @@ export class SharedReservations {
   private parsed: { readonly text: string | undefined, readonly entries: readonly Reservation[], readonly malformed: number } | undefined
   /** What this replica wrote, until the watch shows the ServiceCIDR or the reservation expires. */
   private readonly tracked = new Map<string, { readonly cidrs: readonly string[], readonly expiresAt: number }>()
+  /** No tracked reservation expires before this: sweep() has nothing to do until then. */
+  private sweepAt = Number.POSITIVE_INFINITY
   lastError: string | undefined
 
   constructor(options: SharedReservationsOptions) {
@@ -236,9 +238,15 @@ export class SharedReservations {
 
   /** Counts (and forgets) reservations of ours that expired without their ServiceCIDR appearing. */
   sweep(now = this.now()): number {
+    // Called for every reservation: it walks what is tracked only once something can have expired.
+    if (now < this.sweepAt) return 0
     let expired = 0
+    this.sweepAt = Number.POSITIVE_INFINITY
     for (const [name, entry] of this.tracked) {
-      if (entry.expiresAt > now) continue
+      if (entry.expiresAt > now) {
+        this.sweepAt = Math.min(this.sweepAt, entry.expiresAt)
+        continue
+      }
       this.tracked.delete(name)
       expired++
     }
@@ -380,6 +388,7 @@ export class SharedReservations {
       this.options.events?.write?.('written')
       this.lastError = undefined
       for (const entry of mine) this.tracked.set(entry.name, { cidrs: entry.cidrs, expiresAt: entry.expiresAt })
+      this.sweepAt = Math.min(this.sweepAt, now + ttlMs)
       for (const waiter of admitted) waiter.settle({ outcome: 'recorded' })
       return
     }

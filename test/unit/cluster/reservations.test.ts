@@ -273,6 +273,20 @@ t.test('expired unseen: a reservation of ours whose ServiceCIDR the watch never 
   t.equal(reservations.sweep(), 0, 'each counted once')
 })
 
+t.test('expired unseen: one written later is counted when it expires, after the earlier ones', async (t) => {
+  const { reservations, clock, expired } = rig()
+  await reservations.reserve(request('early', ['10.0.0.0/24']), always)
+  clock.now = start + 3000
+  await reservations.reserve(request('late', ['10.0.1.0/24']), always)
+  clock.now = start + ttlMs
+  t.equal(reservations.sweep(), 1, 'the early one')
+  clock.now = start + 3000 + ttlMs - 1
+  t.equal(reservations.sweep(), 0, 'the late one not yet')
+  clock.now = start + 3000 + ttlMs
+  t.equal(reservations.sweep(), 1, 'the late one')
+  t.same(expired, [1, 1])
+})
+
 t.test('probe: reports a Lease that cannot be read, and clears once it can', async (t) => {
   const store = new MemoryLeaseStore()
   store.failWith = 'forbidden'
