@@ -164,7 +164,7 @@ export class SharedReservations {
   private readonly now: () => number
   private readonly maxAttempts: number
   private readonly maxEntries: number
-  private readonly queue: Waiter[] = []
+  private queue: Waiter[] = []
   /** A drain is scheduled or running: what queues meanwhile goes in its next batch. */
   private draining = false
   /** The Lease as this replica last read or wrote it. */
@@ -268,8 +268,8 @@ export class SharedReservations {
   private async drain(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        const batch = this.queue.splice(0).filter((waiter) => !waiter.settled)
-        if (batch.length === 0) continue
+        const batch = this.queue
+        this.queue = []
         try {
           await this.write(batch)
         } catch (error) {
@@ -316,6 +316,13 @@ export class SharedReservations {
     return this.parsed
   }
 
+  /** The latest deadline of `waiters` less now: how long a call made for them may take (at least 1 ms). */
+  private remaining(waiters: readonly Waiter[]): number {
+    let latest = 0
+    for (const waiter of waiters) latest = Math.max(latest, waiter.deadline)
+    return Math.max(1, latest - this.now())
+  }
+
   private async write(batch: readonly Waiter[]): Promise<void> {
     const { store, ttlMs } = this.options
     let waiting = batch
@@ -330,7 +337,7 @@ export class SharedReservations {
       if (attempt === 1 && this.cached !== undefined && this.lastWrite !== undefined && this.now() - this.lastWrite.end < this.lastWrite.took) {
         this.cached = undefined
       }
-      const timeoutMs = Math.max(1, Math.max(...waiting.map((waiter) => waiter.deadline)) - this.now())
+      const timeoutMs = this.remaining(waiting)
       let lease = this.cached
       if (lease === undefined) {
         try {
@@ -344,7 +351,8 @@ export class SharedReservations {
       const now = this.now()
       const { entries, malformed } = this.entriesOf(lease)
       if (malformed > 0) this.options.log.warn({ lease: this.where, malformed }, 'reservations in the Lease that do not parse are dropped')
-      const held = entries.filter((entry) => entry.expiresAt > now)
+      // Most writes find nothing expired: then the entries are held as they are, not copied.
+      const held = entries.every((entry) => entry.expiresAt > now) ? entries : entries.filter((entry) => entry.expiresAt > now)
       for (const waiter of waiting) {
         if (!waiter.settled && !waiter.recheck(held)) waiter.settle({ outcome: 'refused' })
       }
@@ -363,7 +371,7 @@ export class SharedReservations {
       }
       const text = formatReservations(next)
       const writeStart = this.now()
-      const writeTimeoutMs = Math.max(1, Math.max(...admitted.map((waiter) => waiter.deadline)) - writeStart)
+      const writeTimeoutMs = this.remaining(admitted)
       try {
         this.cached = await within(store.update(withAnnotation(lease, text), writeTimeoutMs), writeTimeoutMs)
         const end = this.now()

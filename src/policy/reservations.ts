@@ -3,7 +3,7 @@
 // and passes them in, so `decide` stays a function of its arguments.
 
 import { toServiceCIDRRecord } from './state.ts'
-import type { AddressRange, ClusterView, PlacedCIDR } from './types.ts'
+import type { AddressRange, ClusterView, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
 
 /**
  * A range another replica (or this one) admitted moments ago, as the shared reservations hold it:
@@ -30,14 +30,17 @@ function shownBy(view: ClusterView, range: ReservedRange): boolean {
  * pass").
  */
 export function withReservations(view: ClusterView, reservations: Iterable<ReservedRange>): ClusterView {
-  const own = [...view.pendingServiceCIDRs()]
-  const names = new Set(own.map((record) => record.name))
-  const extra = [...reservations].flatMap((range) => {
-    if (names.has(range.name) || shownBy(view, range)) return []
-    return toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } }) ?? []
-  })
-  if (extra.length === 0) return view
-  const pending = [...own, ...extra]
+  // Called for every admitted CREATE: nothing is copied unless a reservation is left to add.
+  let names: Set<string> | undefined
+  let extra: ServiceCIDRRecord[] | undefined
+  for (const range of reservations) {
+    names ??= new Set(Array.from(view.pendingServiceCIDRs(), (record) => record.name))
+    if (names.has(range.name) || shownBy(view, range)) continue
+    const record = toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } })
+    if (record !== undefined) (extra ??= []).push(record)
+  }
+  if (extra === undefined) return view
+  const pending = [...view.pendingServiceCIDRs(), ...extra]
   return {
     serviceCIDRs: () => view.serviceCIDRs(),
     serviceCIDR: (name: string) => view.serviceCIDR(name),
