@@ -155,6 +155,14 @@ function within<T>(call: Promise<T>, ms: number): Promise<T> {
  */
 const retryPause = (): Promise<void> => new Promise((resolve) => { setTimeout(resolve, Math.random() * 10) })
 
+const recorded: ReserveResult = Object.freeze({ outcome: 'recorded' })
+const refused: ReserveResult = Object.freeze({ outcome: 'refused' })
+
+/** The waiters not yet answered: `waiters` itself when all are (the usual case), not a copy. */
+function unsettled(waiters: readonly Waiter[]): readonly Waiter[] {
+  return waiters.some((waiter) => waiter.settled) ? waiters.filter((waiter) => !waiter.settled) : waiters
+}
+
 function withAnnotation(lease: LeaseObject, text: string): LeaseObject {
   return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: text } } }
 }
@@ -327,7 +335,7 @@ export class SharedReservations {
     const { store, ttlMs } = this.options
     let waiting = batch
     for (let attempt = 1; ; attempt++) {
-      waiting = waiting.filter((waiter) => !waiter.settled)
+      waiting = unsettled(waiting)
       if (waiting.length === 0) return
       if (attempt > this.maxAttempts) {
         this.fail(waiting, 'conflicts', `the Lease ${this.where} changed under it ${String(this.maxAttempts)} times in a row (other replicas writing)`)
@@ -354,16 +362,16 @@ export class SharedReservations {
       // Most writes find nothing expired: then the entries are held as they are, not copied.
       const held = entries.every((entry) => entry.expiresAt > now) ? entries : entries.filter((entry) => entry.expiresAt > now)
       for (const waiter of waiting) {
-        if (!waiter.settled && !waiter.recheck(held)) waiter.settle({ outcome: 'refused' })
+        if (!waiter.settled && !waiter.recheck(held)) waiter.settle(refused)
       }
-      const admitted = waiting.filter((waiter) => !waiter.settled)
+      const admitted = unsettled(waiting)
       if (admitted.length === 0) return
       // A request retried under the same name replaces its earlier entry, in the Lease and in this
       // batch (the later of two in one batch was decided with the earlier in view, and replaced it
       // in this replica's own model too: ClusterState.reserve).
-      const byName = new Map<string, Reservation>()
-      for (const { request } of admitted) byName.set(request.name, { name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid })
-      const mine = [...byName.values()]
+      const byName = new Map<string, ReserveRequest>()
+      for (const { request } of admitted) byName.set(request.name, request)
+      const mine = Array.from(byName.values(), (request): Reservation => ({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid }))
       const next = [...held.filter((entry) => !byName.has(entry.name)), ...mine]
       if (next.length > this.maxEntries) {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
@@ -395,9 +403,9 @@ export class SharedReservations {
       }
       this.options.events?.write?.('written')
       this.lastError = undefined
-      for (const entry of mine) this.tracked.set(entry.name, { cidrs: entry.cidrs, expiresAt: entry.expiresAt })
+      for (const entry of mine) this.tracked.set(entry.name, entry)
       this.sweepAt = Math.min(this.sweepAt, now + ttlMs)
-      for (const waiter of admitted) waiter.settle({ outcome: 'recorded' })
+      for (const waiter of admitted) waiter.settle(recorded)
       return
     }
   }

@@ -43,6 +43,7 @@ export function viewWithout(view: ClusterView, name: string): ClusterView {
     cidrsOverlapping: (prefix) => view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== name),
     cidrsInOrder: (family) => view.cidrsInOrder(family).filter((entry) => entry.record.name !== name),
     pendingServiceCIDRs: () => view.pendingServiceCIDRs(),
+    pendingServiceCIDR: (other) => view.pendingServiceCIDR(other),
     addressesBetween: (family, first, last) => view.addressesBetween(family, first, last),
   }
 }

@@ -31,11 +31,9 @@ function shownBy(view: ClusterView, range: ReservedRange): boolean {
  */
 export function withReservations(view: ClusterView, reservations: Iterable<ReservedRange>): ClusterView {
   // Called for every admitted CREATE: nothing is copied unless a reservation is left to add.
-  let names: Set<string> | undefined
   let extra: ServiceCIDRRecord[] | undefined
   for (const range of reservations) {
-    names ??= new Set(Array.from(view.pendingServiceCIDRs(), (record) => record.name))
-    if (names.has(range.name) || shownBy(view, range)) continue
+    if (view.pendingServiceCIDR(range.name) !== undefined || shownBy(view, range)) continue
     const record = toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } })
     if (record !== undefined) (extra ??= []).push(record)
   }
@@ -47,6 +45,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     cidrsOverlapping: (prefix): readonly PlacedCIDR[] => view.cidrsOverlapping(prefix),
     cidrsInOrder: (family): readonly PlacedCIDR[] => view.cidrsInOrder(family),
     pendingServiceCIDRs: () => pending,
+    pendingServiceCIDR: (name: string) => pending.find((record) => record.name === name),
     addressesBetween: (family, first, last): AddressRange => view.addressesBetween(family, first, last),
   }
 }

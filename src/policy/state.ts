@@ -282,7 +282,11 @@ export class ClusterState implements ClusterView {
   }
 
   pendingServiceCIDRs(): Iterable<ServiceCIDRRecord> {
-    return [...this.pending.values()].map((entry) => entry.record)
+    return Array.from(this.pending.values(), (entry) => entry.record)
+  }
+
+  pendingServiceCIDR(name: string): ServiceCIDRRecord | undefined {
+    return this.pending.get(name)?.record
   }
 
   cidrsOverlapping(prefix: Prefix): readonly PlacedCIDR[] {

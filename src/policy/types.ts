@@ -75,6 +75,8 @@ export interface ClusterView {
    * covering addresses on DELETE, where guessing in favour of allowing would be unsafe.
    */
   pendingServiceCIDRs(): Iterable<ServiceCIDRRecord>
+  /** The pending ServiceCIDR of that name, if there is one. */
+  pendingServiceCIDR(name: string): ServiceCIDRRecord | undefined
   /**
    * Allocator-managed IPAddresses (labels managed-by: ipallocator.k8s.io and the ip-family of the
    * address) in [first, last] of the family, in address order: the ones canDeleteCIDR counts.

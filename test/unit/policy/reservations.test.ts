@@ -21,6 +21,9 @@ t.test('withReservations: what other replicas hold becomes pending here', (t) =>
     { name: 'moved', cidrs: ['10.0.4.0/24'] },
   ])
   t.same(names(view), ['local', 'remote', 'single', 'moved'], 'ours first; one the watch already shows with its CIDRs is not counted; one pending here under the same name not twice; an UPDATE adding a family still counts')
+  t.equal(view.pendingServiceCIDR('remote')?.cidrs[0]?.text, '10.0.0.0/24', 'one of the reservations, by name')
+  t.equal(view.pendingServiceCIDR('local'), state.pendingServiceCIDR('local'), 'one of ours, by name')
+  t.equal(view.pendingServiceCIDR('shown'), undefined, 'one not counted')
   t.equal(view.serviceCIDR('shown'), state.serviceCIDR('shown'), 'everything else is the view\'s')
   t.same(view.cidrsOverlapping(serviceCIDR('x', '10.0.0.0/16').cidrs[0]!).map((placed) => placed.record.name).sort(), ['shown', 'single'])
   t.equal(withReservations(state, [{ name: 'shown', cidrs: ['10.0.1.0/24'] }]), state, 'nothing to add: the view itself')

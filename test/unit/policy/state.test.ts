@@ -179,6 +179,8 @@ void t.test('reservations', (t) => {
   state.reserve(serviceCIDR('b', '10.0.1.0/24'), 200)
   state.reserve(serviceCIDR('c', '10.0.2.0/24'), 300)
   t.same(names(state), ['a', 'b', 'c'])
+  t.equal(state.pendingServiceCIDR('b')?.cidrs[0]?.text, '10.0.1.0/24', 'by name')
+  t.equal(state.pendingServiceCIDR('z'), undefined)
   t.equal(state.serviceCIDRCount, 0, 'a reservation is not a ServiceCIDR')
 
   t.equal(state.expireReservations(99), 3, 'nothing expired before its time')
