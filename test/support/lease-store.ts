@@ -11,7 +11,7 @@ export class MemoryLeaseStore implements LeaseStore {
   /**
    * The Lease as kube-apiserver would send it: JSON text. A get is a JSON.parse of it; an update a
    * JSON.stringify of what was sent and a JSON.parse of the answer. That is the JSON work
-   * HttpLeaseStore (src/cluster/lease.ts) does, so bench/server.ts, which measures the review path
+   * KubeLeaseStore (src/cluster/lease.ts) does, so bench/server.ts, which measures the review path
    * with this store in place of kube-apiserver, counts the webhook's own share of it, no more.
    * Every caller gets its own copy.
    */
