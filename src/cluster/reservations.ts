@@ -158,10 +158,12 @@ const retryPause = (): Promise<void> => new Promise((resolve) => { setTimeout(re
 const recorded: ReserveResult = Object.freeze({ outcome: 'recorded' })
 const refused: ReserveResult = Object.freeze({ outcome: 'refused' })
 
-/** The waiters not yet answered: `waiters` itself when all are (the usual case), not a copy. */
-function unsettled(waiters: readonly Waiter[]): readonly Waiter[] {
-  return waiters.some((waiter) => waiter.settled) ? waiters.filter((waiter) => !waiter.settled) : waiters
+/** The items `keep` accepts: `items` itself when it accepts all (the usual case here), not a copy. */
+function kept<T>(items: readonly T[], keep: (item: T) => boolean): readonly T[] {
+  return items.every(keep) ? items : items.filter(keep)
 }
+
+const unanswered = (waiter: Waiter): boolean => !waiter.settled
 
 function withAnnotation(lease: LeaseObject, text: string): LeaseObject {
   return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: text } } }
@@ -335,7 +337,7 @@ export class SharedReservations {
     const { store, ttlMs } = this.options
     let waiting = batch
     for (let attempt = 1; ; attempt++) {
-      waiting = unsettled(waiting)
+      waiting = kept(waiting, unanswered)
       if (waiting.length === 0) return
       if (attempt > this.maxAttempts) {
         this.fail(waiting, 'conflicts', `the Lease ${this.where} changed under it ${String(this.maxAttempts)} times in a row (other replicas writing)`)
@@ -359,12 +361,11 @@ export class SharedReservations {
       const now = this.now()
       const { entries, malformed } = this.entriesOf(lease)
       if (malformed > 0) this.options.log.warn({ lease: this.where, malformed }, 'reservations in the Lease that do not parse are dropped')
-      // Most writes find nothing expired: then the entries are held as they are, not copied.
-      const held = entries.every((entry) => entry.expiresAt > now) ? entries : entries.filter((entry) => entry.expiresAt > now)
+      const held = kept(entries, (entry) => entry.expiresAt > now)
       for (const waiter of waiting) {
         if (!waiter.settled && !waiter.recheck(held)) waiter.settle(refused)
       }
-      const admitted = unsettled(waiting)
+      const admitted = kept(waiting, unanswered)
       if (admitted.length === 0) return
       // A request retried under the same name replaces its earlier entry, in the Lease and in this
       // batch (the later of two in one batch was decided with the earlier in view, and replaced it
