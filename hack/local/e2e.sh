@@ -17,7 +17,7 @@
 #                  file of the repository; E2E_POLICY tells the suite the original to restore.
 #   E2E_REQUIRE    comma-separated items the run must cover (v1beta1), else it fails
 #   E2E_SUMMARY    where the summary JSON goes (default .e2e/summary.json)
-#   E2E_SPECS      only these spec files (e.g. 09-replicas), then 99-summary; default: all of them
+#   E2E_SPECS      only these spec files (e.g. 09-replicas), then the summary; default: all of them
 #   LOCAL_DIR, SERVICE_CIDR, WEBHOOK, WEBHOOK_REPLICAS, SHARED_RESERVATION, ports: as for
 #                  hack/local/up.sh; KEEP_STATE=1 keeps $LOCAL_DIR afterwards
 set -euo pipefail
@@ -66,19 +66,9 @@ POLICY=$scratch/policy.yaml "$here/up.sh"
 phases+=("local-up $(elapsed "$t" "$(now)") s")
 
 t=$(now)
-# E2E_SPECS: only those spec files, and 99-summary, which then expects exactly them.
-suite=(test:e2e)
-if [[ -n ${E2E_SPECS:-} ]]; then
-  suite=(test:e2e:files --)
-  for name in ${E2E_SPECS//,/ } 99-summary; do
-    spec=test/e2e/${name%.test.ts}.test.ts
-    [[ -f $repo/$spec ]] || die "E2E_SPECS: no spec file $spec"
-    suite+=("$spec")
-  done
-fi
-log "npm run ${suite[*]} (E2E_TARGET=local${E2E_REQUIRE:+, E2E_REQUIRE=$E2E_REQUIRE})"
+log "npm run test:e2e (E2E_TARGET=local${E2E_REQUIRE:+, E2E_REQUIRE=$E2E_REQUIRE}${E2E_SPECS:+, E2E_SPECS=$E2E_SPECS})"
 set +e
-E2E_TARGET=local E2E_POLICY=$policy LOCAL_DIR=$local_dir E2E_SPECS=${E2E_SPECS:-} npm run "${suite[@]}"
+E2E_TARGET=local E2E_POLICY=$policy LOCAL_DIR=$local_dir E2E_SPECS=${E2E_SPECS:-} npm run test:e2e
 suite_rc=$?
 set -e
 phases+=("suite $(elapsed "$t" "$(now)") s")

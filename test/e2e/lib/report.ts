@@ -1,6 +1,6 @@
 // Each spec file records what it ran: every spec with its result and duration, and every requirement
 // (such as "v1beta1") it could or could not apply. The record is written when the file ends, to
-// .e2e/results/<file>.json; the last spec file (99-summary) checks that every file reported and
+// .e2e/results/<file>.json; the summary (test/e2e/summary.ts, run after them) checks that every file reported and
 // writes the summary a CI script reads.
 //
 // E2E_REQUIRE=v1beta1[,...] names requirements a run must cover: a spec file that cannot apply one

@@ -1,4 +1,5 @@
-// The last spec file: what the run measured and whether it covered what it had to.
+// Run after every spec file has ended, in a tap run of its own (test/e2e/run.ts): what the run
+// measured and whether it covered what it had to.
 // - kube-apiserver's own measure of the webhook, apiserver_admission_webhook_admission_duration_seconds
 //   for name="validate.servicecidr-guard.dev", and the webhook's servicecidr_guard_decision_duration_seconds:
 //   count, mean, and p50/p99 estimated from the buckets (as PromQL's histogram_quantile does). Restarts
@@ -8,17 +9,17 @@
 // Written to .e2e/summary.json (E2E_SUMMARY overrides) for CI to read; printed as comments.
 
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { basename, dirname, join } from 'node:path'
+import { dirname, join } from 'node:path'
 import t from 'tap'
 import { openHarness } from './harness/index.ts'
 import { webhookName } from './lib/kube.ts'
-import { resultsDir, runFile, snapshotsDir, specDir, summaryPath } from './lib/paths.ts'
+import { resultsDir, runFile, snapshotsDir, summaryPath } from './lib/paths.ts'
 import { histogram, mergeHistograms, parseSamples, summarize, type Histogram, type LatencySummary } from './lib/prom.ts'
 import { currentRunId, required, SpecFile, type FileReport } from './lib/report.ts'
+import { runFiles, selectedFiles } from './lib/specs.ts'
 
 const file = new SpecFile(t, import.meta.url)
 const harness = openHarness()
-const self = basename(import.meta.filename)
 
 function snapshots(kind: 'apiserver' | 'webhook'): string[] {
   if (!existsSync(snapshotsDir)) return []
@@ -53,29 +54,9 @@ await file.spec('latency: kube-apiserver\'s measure of the webhook, and the webh
   t.ok(decision.count > 0, 'the webhook decided reviews during the run')
 })
 
-/**
- * The spec files this run must report: every file in test/e2e, or the ones E2E_SPECS names (a
- * subset run, e.g. `make e2e-race-off`; the summary then lists them in `selected`). A named file
- * that does not exist is an error, never a smaller run.
- */
-function expectedFiles(): string[] {
-  const all = readdirSync(specDir).filter((name) => name.endsWith('.test.ts') && name !== self).sort()
-  const selected = selectedFiles()
-  if (selected === undefined) return all
-  const unknown = selected.filter((name) => !all.includes(name))
-  if (unknown.length > 0) throw new Error(`E2E_SPECS names spec files that do not exist: ${unknown.join(', ')}`)
-  return selected
-}
-
-/** E2E_SPECS as file names ("09-replicas" is 09-replicas.test.ts), or undefined for the whole suite. */
-function selectedFiles(): string[] | undefined {
-  const names = (process.env['E2E_SPECS'] ?? '').split(/[\s,]+/).filter((name) => name !== '')
-  return names.length === 0 ? undefined : names.map((name) => name.endsWith('.test.ts') ? name : `${name}.test.ts`).sort()
-}
-
 await file.spec('coverage: every spec file reported for this run, none failed, every required item covered', (t) => {
   const runId = currentRunId()
-  const expected = expectedFiles()
+  const expected = runFiles()
   const reports: FileReport[] = []
   const missing: string[] = []
   for (const name of expected) {
