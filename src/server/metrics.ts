@@ -1,10 +1,11 @@
 // Prometheus metrics. One registry per server, built from arguments, so tests get their own.
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client'
 import type { ReservationEvents } from '../cluster/reservations.ts'
 import { utilisation } from '../policy/audit.ts'
 import { allocatableSize } from '../policy/ip.ts'
 import type { ClusterState } from '../policy/state.ts'
+import { FastCounter, FastHistogram } from './series.ts'
 
 export interface MetricSources {
   readonly state: ClusterState
@@ -16,17 +17,18 @@ export interface MetricSources {
 
 export class Metrics {
   readonly registry = new Registry()
-  readonly reviews: Counter<'operation' | 'outcome'>
+  // Updated by every review: see series.ts.
+  readonly reviews: FastCounter<'operation' | 'outcome'>
   readonly errors: Counter<'code'>
-  readonly decisionSeconds: Histogram<'operation'>
+  readonly decisionSeconds: FastHistogram<'operation'>
   readonly policyReloads: Counter
   readonly policyReloadErrors: Counter
   readonly policyValid: Gauge
   readonly certificateReloads: Counter
   readonly certificateErrors: Counter
   readonly certificateExpiry: Gauge
-  readonly reservations: Counter<'outcome'>
-  readonly reservationSeconds: Histogram
+  readonly reservations: FastCounter<'outcome'>
+  readonly reservationSeconds: FastHistogram
   readonly reservationWrites: Counter<'result'>
   readonly reservationsExpiredUnseen: Counter
 
@@ -34,15 +36,10 @@ export class Metrics {
     const registers = [this.registry]
     const prefix = 'servicecidr_guard_'
     if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix })
-    this.reviews = new Counter({ name: `${prefix}reviews_total`, help: 'Admission reviews answered, by operation and outcome (allowed, denied, warned, audited, error).', labelNames: ['operation', 'outcome'], registers })
+    this.reviews = new FastCounter(this.registry, `${prefix}reviews_total`, 'Admission reviews answered, by operation and outcome (allowed, denied, warned, audited, error).', ['operation', 'outcome'])
     this.errors = new Counter({ name: `${prefix}review_errors_total`, help: 'Requests answered with an error, by stable error code.', labelNames: ['code'], registers })
-    this.decisionSeconds = new Histogram({
-      name: `${prefix}decision_duration_seconds`,
-      help: 'Time to decide one review, from the parsed body to the encoded response.',
-      labelNames: ['operation'],
-      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
-      registers,
-    })
+    this.decisionSeconds = new FastHistogram(this.registry, `${prefix}decision_duration_seconds`, 'Time to decide one review, from the parsed body to the encoded response.', ['operation'],
+      [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1])
     this.policyReloads = new Counter({ name: `${prefix}policy_reloads_total`, help: 'Policy files reloaded after a change.', registers })
     this.policyReloadErrors = new Counter({ name: `${prefix}policy_reload_errors_total`, help: 'Changed policy files refused (the last good policy stays in force).', registers })
     this.policyValid = new Gauge({ name: `${prefix}policy_valid`, help: '1 when the policy file on disk is the policy in force, 0 when it was refused.', registers })
@@ -50,18 +47,11 @@ export class Metrics {
     this.certificateErrors = new Counter({ name: `${prefix}certificate_errors_total`, help: 'Serving certificate files that could not be used.', registers })
     this.certificateExpiry = new Gauge({ name: `${prefix}certificate_expiry_timestamp_seconds`, help: 'When the serving certificate in use expires.', registers })
 
-    this.reservations = new Counter({
-      name: `${prefix}shared_reservations_total`,
-      help: 'Admitted ranges recorded in the shared reservation Lease, by outcome: recorded; refused (another replica holds an overlapping range); or why it failed (unavailable, missing, forbidden, rejected, conflicts, deadline, full, internal).',
-      labelNames: ['outcome'],
-      registers,
-    })
-    this.reservationSeconds = new Histogram({
-      name: `${prefix}shared_reservation_duration_seconds`,
-      help: 'Time a review waited for its shared reservation: queue, reads, writes and retries.',
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      registers,
-    })
+    this.reservations = new FastCounter(this.registry, `${prefix}shared_reservations_total`,
+      'Admitted ranges recorded in the shared reservation Lease, by outcome: recorded; refused (another replica holds an overlapping range); or why it failed (unavailable, missing, forbidden, rejected, conflicts, deadline, full, internal).',
+      ['outcome'])
+    this.reservationSeconds = new FastHistogram(this.registry, `${prefix}shared_reservation_duration_seconds`, 'Time a review waited for its shared reservation: queue, reads, writes and retries.', [],
+      [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5])
     this.reservationWrites = new Counter({ name: `${prefix}shared_reservation_writes_total`, help: 'Writes of the shared reservation Lease, by result: written, conflict (someone wrote first; read again and retried), error.', labelNames: ['result'], registers })
     this.reservationsExpiredUnseen = new Counter({
       name: `${prefix}shared_reservations_expired_unseen_total`,
@@ -116,7 +106,7 @@ export class Metrics {
     return {
       settled: (outcome, seconds) => {
         this.reservations.inc({ outcome })
-        this.reservationSeconds.observe(seconds)
+        this.reservationSeconds.observe({}, seconds)
       },
       write: (result) => {
         this.reservationWrites.inc({ result })
