@@ -77,9 +77,11 @@ function suggestion(policy: Policy, view: ClusterView | undefined, checked: read
 
 function admit(policy: Policy, view: ClusterView | undefined, name: string, cidrs: readonly string[], added: readonly string[]): Decision {
   const spec = validateSpec(cidrs)
-  const addedFields = new Set(cidrs.flatMap((text, index) => (added.includes(text) ? [`spec.cidrs[${index}]`] : [])))
-  const checked = spec.parsed.filter(({ field }) => addedFields.has(field))
-  const violations = spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
+  // A CREATE adds every CIDR it names (decide passes the same array twice): all of spec counts, and
+  // no set of the added fields is built for each review.
+  const addedFields = added === cidrs ? undefined : new Set(cidrs.flatMap((text, index) => (added.includes(text) ? [`spec.cidrs[${index}]`] : [])))
+  const checked = addedFields === undefined ? spec.parsed : spec.parsed.filter(({ field }) => addedFields.has(field))
+  const violations = addedFields === undefined ? spec.violations : spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
   const context = { policy, name, checked }
   for (const rule of admitRules) {
     if (view === undefined && rule.needsState(policy)) {
