@@ -113,21 +113,28 @@ function shapeProblem(value: Value | undefined, shape: Shape, path: string[]): s
 }
 
 function required(value: ReadObject, path: string, names: readonly string[]): string | undefined {
-  const missing = names.find((name) => value[name] === undefined)
-  return missing === undefined ? undefined : `${path || '(top level)'} must have required property '${missing}'`
+  for (const name of names) {
+    if (value[name] === undefined) return `${path || '(top level)'} must have required property '${name}'`
+  }
+  return undefined
 }
+
+// The required properties, in the order the old JSON Schema listed them (built once, not per review).
+const requiredTop = ['apiVersion', 'kind', 'request'] as const
+const requiredRequest = ['uid', 'kind', 'operation'] as const
+const requiredKind = ['group', 'version', 'kind'] as const
 
 /** What is wrong with a review of the right shape, in the order ajv checked the old JSON Schema. */
 function reviewProblem(review: Value): string | undefined {
   const shape = shapeProblem(review, reviewShape, [])
   if (shape !== undefined) return shape
   if (!isObject(review)) return '(top level) must be object'
-  const top = required(review, '', ['apiVersion', 'kind', 'request'])
+  const top = required(review, '', requiredTop)
   if (top !== undefined) return top
   if (review['apiVersion'] !== admissionAPIVersion) return `/apiVersion must be equal to constant '${admissionAPIVersion}'`
   if (review['kind'] !== 'AdmissionReview') return "/kind must be equal to constant 'AdmissionReview'"
   const request = review['request'] as ReadObject
-  const missing = required(request, '/request', ['uid', 'kind', 'operation']) ?? required(request['kind'] as ReadObject, '/request/kind', ['group', 'version', 'kind'])
+  const missing = required(request, '/request', requiredRequest) ?? required(request['kind'] as ReadObject, '/request/kind', requiredKind)
   if (missing !== undefined) return missing
   const uid = request['uid'] as string
   if (uid.length < 1) return '/request/uid must NOT have fewer than 1 characters'
