@@ -92,12 +92,23 @@ export interface SharedReservationsOptions {
   readonly events?: ReservationEvents
 }
 
-interface Waiter {
+/** A review waiting for its reservation: answered once, by SharedReservations.settle. */
+class Waiter {
+  settled = false
+  timer: NodeJS.Timeout | undefined
   readonly request: ReserveRequest
   readonly recheck: Recheck
+  readonly startedAt: number
   readonly deadline: number
-  settled: boolean
-  settle(result: ReserveResult): void
+  readonly answer: (result: ReserveResult) => void
+
+  constructor(request: ReserveRequest, recheck: Recheck, startedAt: number, deadline: number, answer: (result: ReserveResult) => void) {
+    this.request = request
+    this.recheck = recheck
+    this.startedAt = startedAt
+    this.deadline = deadline
+    this.answer = answer
+  }
 }
 
 interface WireEntry {
@@ -210,34 +221,37 @@ export class SharedReservations {
   reserve(request: ReserveRequest, recheck: Recheck): Promise<ReserveResult> {
     const startedAt = this.now()
     this.sweep(startedAt)
-    return new Promise<ReserveResult>((resolve) => {
-      const waiter: Waiter = {
-        request,
-        recheck,
-        deadline: startedAt + this.options.deadlineMs,
-        settled: false,
-        settle: (result) => {
-          if (waiter.settled) return
-          waiter.settled = true
-          clearTimeout(timer)
-          this.options.events?.settled?.(result.outcome === 'failed' ? result.reason : result.outcome, (this.now() - startedAt) / 1000)
-          resolve(result)
-        },
-      }
-      // A write still in flight at the deadline may yet succeed: the review has been answered by
-      // then, and the entry expires like any other whose ServiceCIDR never appears.
-      const timer = setTimeout(() => {
-        waiter.settle({ outcome: 'failed', reason: 'deadline', detail: `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s` })
-      }, this.options.deadlineMs)
-      this.queue.push(waiter)
-      if (!this.draining) {
-        this.draining = true
-        // The first write of a drain starts once this turn of the event loop has run its I/O
-        // callbacks, so that reviews whose requests arrived together go in one write, not the
-        // first alone and the rest in the next.
-        setImmediate(() => { void this.drain() })
-      }
-    })
+    const { promise, resolve } = Promise.withResolvers<ReserveResult>()
+    const waiter = new Waiter(request, recheck, startedAt, startedAt + this.options.deadlineMs, resolve)
+    // A write still in flight at the deadline may yet succeed: the review has been answered by
+    // then, and the entry expires like any other whose ServiceCIDR never appears.
+    waiter.timer = setTimeout(this.expire, this.options.deadlineMs, waiter)
+    this.queue.push(waiter)
+    if (!this.draining) {
+      this.draining = true
+      // The first write of a drain starts once this turn of the event loop has run its I/O
+      // callbacks, so that reviews whose requests arrived together go in one write, not the
+      // first alone and the rest in the next.
+      setImmediate(this.startDrain)
+    }
+    return promise
+  }
+
+  /** Answers a review once (the first answer wins), and counts it. */
+  private settle(waiter: Waiter, result: ReserveResult): void {
+    if (waiter.settled) return
+    waiter.settled = true
+    clearTimeout(waiter.timer)
+    this.options.events?.settled?.(result.outcome === 'failed' ? result.reason : result.outcome, (this.now() - waiter.startedAt) / 1000)
+    waiter.answer(result)
+  }
+
+  private readonly startDrain = (): void => {
+    void this.drain()
+  }
+
+  private readonly expire = (waiter: Waiter): void => {
+    this.settle(waiter, { outcome: 'failed', reason: 'deadline', detail: `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s` })
   }
 
   /** The watch shows a ServiceCIDR: a reservation of ours for it has done its job. */
@@ -295,7 +309,7 @@ export class SharedReservations {
 
   private fail(waiters: readonly Waiter[], reason: FailureReason, detail: string): void {
     this.lastError = detail
-    for (const waiter of waiters) waiter.settle({ outcome: 'failed', reason, detail })
+    for (const waiter of waiters) this.settle(waiter, { outcome: 'failed', reason, detail })
   }
 
   private failed(waiters: readonly Waiter[], error: unknown): void {
@@ -363,7 +377,7 @@ export class SharedReservations {
       if (malformed > 0) this.options.log.warn({ lease: this.where, malformed }, 'reservations in the Lease that do not parse are dropped')
       const held = kept(entries, (entry) => entry.expiresAt > now)
       for (const waiter of waiting) {
-        if (!waiter.settled && !waiter.recheck(held)) waiter.settle(refused)
+        if (!waiter.settled && !waiter.recheck(held)) this.settle(waiter, refused)
       }
       const admitted = kept(waiting, unanswered)
       if (admitted.length === 0) return
@@ -406,7 +420,7 @@ export class SharedReservations {
       this.lastError = undefined
       for (const entry of mine) this.tracked.set(entry.name, entry)
       this.sweepAt = Math.min(this.sweepAt, now + ttlMs)
-      for (const waiter of admitted) waiter.settle(recorded)
+      for (const waiter of admitted) this.settle(waiter, recorded)
       return
     }
   }
