@@ -281,7 +281,7 @@ export class ClusterState implements ClusterView {
     return this.cidrs.get(name)
   }
 
-  pendingServiceCIDRs(): Iterable<ServiceCIDRRecord> {
+  pendingServiceCIDRs(): readonly ServiceCIDRRecord[] {
     return Array.from(this.pending.values(), (entry) => entry.record)
   }
 

@@ -74,7 +74,7 @@ export interface ClusterView {
    * They take part in overlap checks (two overlapping CREATEs must not both pass) but never count as
    * covering addresses on DELETE, where guessing in favour of allowing would be unsafe.
    */
-  pendingServiceCIDRs(): Iterable<ServiceCIDRRecord>
+  pendingServiceCIDRs(): readonly ServiceCIDRRecord[]
   /** The pending ServiceCIDR of that name, if there is one. */
   pendingServiceCIDR(name: string): ServiceCIDRRecord | undefined
   /**

@@ -1,4 +1,5 @@
 import { containsPrefix } from '../ip.ts'
+import type { Violation } from '../types.ts'
 import type { AdmitRule } from './rule.ts'
 
 /** spec.allowedRanges: every CIDR must lie inside one of them (GKE beta: 34.118.224.0/20). */
@@ -8,14 +9,16 @@ export const allowedRanges: AdmitRule = {
   check({ policy, checked }) {
     const allowed = policy.allowedRanges
     if (allowed === undefined) return []
-    return checked
-      .filter(({ prefix }) => !allowed.some((range) => containsPrefix(range, prefix)))
-      .map(({ field, prefix }) => {
-        const sameFamily = allowed.filter((range) => range.family === prefix.family).map((range) => range.text)
-        const where = sameFamily.length > 0
-          ? `outside the allowed ${prefix.family} ranges (${sameFamily.join(', ')})`
-          : `an ${prefix.family} range, and the policy allows no ${prefix.family} ranges`
-        return { rule: 'AllowedRanges', field, message: `${field} ${prefix.text} is ${where}` }
-      })
+    // A loop rather than filter and map: this runs for every CREATE, and allocates only what it reports.
+    const violations: Violation[] = []
+    for (const { field, prefix } of checked) {
+      if (allowed.some((range) => containsPrefix(range, prefix))) continue
+      const sameFamily = allowed.filter((range) => range.family === prefix.family).map((range) => range.text)
+      const where = sameFamily.length > 0
+        ? `outside the allowed ${prefix.family} ranges (${sameFamily.join(', ')})`
+        : `an ${prefix.family} range, and the policy allows no ${prefix.family} ranges`
+      violations.push({ rule: 'AllowedRanges', field, message: `${field} ${prefix.text} is ${where}` })
+    }
+    return violations
   },
 }

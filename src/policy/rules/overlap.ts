@@ -1,5 +1,5 @@
 import { overlaps, type Prefix } from '../ip.ts'
-import type { ServiceCIDRRecord } from '../types.ts'
+import type { Policy, ServiceCIDRRecord, Violation } from '../types.ts'
 import type { AdmitRule } from './rule.ts'
 
 const shown = 3
@@ -7,6 +7,15 @@ const shown = 3
 function describe(record: ServiceCIDRRecord, prefix: Prefix, pending: boolean): string {
   const state = pending ? ', admitted moments ago' : record.deleting ? ', Terminating' : ''
   return `"${record.name}" (${prefix.text}${state})`
+}
+
+/**
+ * Whether `existing`, which overlaps the new `prefix`, is a conflict: not when it is the
+ * ServiceCIDR's own (old) version, nor under AllowExpansion when the new range strictly contains it.
+ */
+function isConflict(policy: Policy, name: string, prefix: Prefix, record: ServiceCIDRRecord, existing: Prefix): boolean {
+  if (record.name === name) return false
+  return !(policy.overlap === 'AllowExpansion' && prefix.bits < existing.bits)
 }
 
 /**
@@ -21,29 +30,30 @@ export const overlap: AdmitRule = {
   needsState: (policy) => policy.overlap !== 'Allow',
   check({ policy, name, checked }, view) {
     if (policy.overlap === 'Allow') return []
-    const pending = [...view.pendingServiceCIDRs()]
-    return checked.flatMap(({ field, prefix }) => {
+    // Loops rather than flatMap and spreads: this runs for every CREATE, and allocates only what it
+    // reports.
+    const violations: Violation[] = []
+    const pending = view.pendingServiceCIDRs()
+    for (const { field, prefix } of checked) {
       const conflicts: string[] = []
-      const consider = (record: ServiceCIDRRecord, existing: Prefix, isPending: boolean): void => {
-        if (record.name === name) return
-        if (policy.overlap === 'AllowExpansion' && prefix.bits < existing.bits) return
-        conflicts.push(describe(record, existing, isPending))
+      for (const { record, prefix: existing } of view.cidrsOverlapping(prefix)) {
+        if (isConflict(policy, name, prefix, record, existing)) conflicts.push(describe(record, existing, false))
       }
-      for (const { record, prefix: existing } of view.cidrsOverlapping(prefix)) consider(record, existing, false)
       for (const record of pending) {
         for (const existing of record.cidrs) {
-          if (overlaps(existing, prefix)) consider(record, existing, true)
+          if (overlaps(existing, prefix) && isConflict(policy, name, prefix, record, existing)) conflicts.push(describe(record, existing, true))
         }
       }
-      if (conflicts.length === 0) return []
+      if (conflicts.length === 0) continue
       const listed = conflicts.slice(0, shown).join(', ')
       const more = conflicts.length > shown ? ` and ${conflicts.length - shown} more` : ''
       const expansion = policy.overlap === 'AllowExpansion' ? ' (a new range may only strictly contain existing ones)' : ''
-      return [{
+      violations.push({
         rule: 'Overlap',
         field,
         message: `${field} ${prefix.text} overlaps ServiceCIDR${conflicts.length > 1 ? 's' : ''} ${listed}${more}${expansion}`,
-      }]
-    })
+      })
+    }
+    return violations
   },
 }
