@@ -282,7 +282,11 @@ export class ClusterState implements ClusterView {
   }
 
   pendingServiceCIDRs(): readonly ServiceCIDRRecord[] {
-    return Array.from(this.pending.values(), (entry) => entry.record)
+    // A loop: Array.from with a map function cost ~1 µs a call here (the overlap rule calls this
+    // for every CREATE).
+    const records: ServiceCIDRRecord[] = []
+    for (const entry of this.pending.values()) records.push(entry.record)
+    return records
   }
 
   pendingServiceCIDR(name: string): ServiceCIDRRecord | undefined {
