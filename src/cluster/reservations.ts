@@ -386,7 +386,8 @@ export class SharedReservations {
       // in this replica's own model too: ClusterState.reserve).
       const byName = new Map<string, ReserveRequest>()
       for (const { request } of admitted) byName.set(request.name, request)
-      const mine = Array.from(byName.values(), (request): Reservation => ({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid }))
+      const mine: Reservation[] = []
+      for (const request of byName.values()) mine.push({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid })
       const next = [...held.filter((entry) => !byName.has(entry.name)), ...mine]
       if (next.length > this.maxEntries) {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
