@@ -282,8 +282,8 @@ export class ClusterState implements ClusterView {
   }
 
   pendingServiceCIDRs(): readonly ServiceCIDRRecord[] {
-    // A loop: Array.from with a map function cost ~1 µs a call here (the overlap rule calls this
-    // for every CREATE).
+    // A loop: Array.from with a map function took ~250 ns a call against ~25 (one entry), and the
+    // overlap rule calls this for every CREATE.
     const records: ServiceCIDRRecord[] = []
     for (const entry of this.pending.values()) records.push(entry.record)
     return records
