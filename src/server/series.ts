@@ -25,6 +25,8 @@ abstract class LabelledMetric<L extends string, S> {
   readonly aggregator = 'sum'
   private readonly labelNames: readonly L[]
   private root = node<S>()
+  /** Every series, in the order it was first used (as prom-client lists them). */
+  private series: { readonly labels: Labels<string>, readonly state: S }[] = []
 
   constructor(registry: Registry, name: string, help: string, labelNames: readonly L[]) {
     this.name = name
@@ -47,27 +49,25 @@ abstract class LabelledMetric<L extends string, S> {
       }
       at = next
     }
-    at.series ??= { labels: { ...labels }, state: this.create() }
+    if (at.series === undefined) {
+      at.series = { labels: { ...labels }, state: this.create() }
+      this.series.push(at.series)
+    }
     return at.series.state
   }
 
   /**
-   * Every series, in the order it was first used (as prom-client lists them). Without labels, the
-   * one series is listed from the start, at zero, as prom-client lists it.
+   * Every series, in the order it was first used. Without labels, the one series is listed from the
+   * start, at zero, as prom-client lists it.
    */
-  protected all(): { readonly labels: Labels<string>, readonly state: S }[] {
+  protected all(): readonly { readonly labels: Labels<string>, readonly state: S }[] {
     if (this.labelNames.length === 0) this.state({} as Labels<L>)
-    const found: { readonly labels: Labels<string>, readonly state: S }[] = []
-    const walk = (at: Node<S>): void => {
-      if (at.series !== undefined) found.push(at.series)
-      for (const child of at.children.values()) walk(child)
-    }
-    walk(this.root)
-    return found
+    return this.series
   }
 
   reset(): void {
     this.root = node()
+    this.series = []
   }
 
   protected abstract values(): MetricValueWithName<string>[]

@@ -45,6 +45,9 @@ t.test('values on, between, below and above the bounds, in several series, print
   values.forEach((seconds, i) => { update(operations[i % 3]!, outcomes[(i * 7) % 3]!, seconds) })
   const text = await ours.metrics()
   t.equal(text, await theirs.metrics())
+  // Series listed in the order they were first used, not grouped by their first label.
+  update('CREATE', 'denied', 0.001)
+  t.equal(await ours.metrics(), await theirs.metrics(), 'a series first used later is listed later')
   // DELETE got 0.00005, 0.0001 and 0.001 (each on a bound) and 0.1000001 (just above the last).
   t.match(text, 'decision_seconds_bucket{le="0.00005",operation="DELETE"} 1', 'a value equal to a bound counts in that bound')
   t.match(text, 'decision_seconds_bucket{le="0.1",operation="DELETE"} 3', 'a value above every bound counts only in +Inf')
