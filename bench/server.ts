@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs'
 import { pino, type Logger } from 'pino'
 import { createReviewer, type ReservationPort } from '../src/admission/reviewer.ts'
 import { parsePolicy } from '../src/config/policy.ts'
-import { buildWebhookApp } from '../src/server/app.ts'
+import { buildWebhookApp, type DecisionLog } from '../src/server/app.ts'
 import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts'
 import { Metrics } from '../src/server/metrics.ts'
 import { benchPolicy, buildState } from './fixtures.ts'
@@ -17,15 +17,15 @@ const policy = parsePolicy(benchPolicy, 'bench')
 // Decisions are logged as the build's own serve command logs them, to /dev/null so the terminal is
 // not the bottleneck: src/cli/logger.ts, or pino's default destination in builds from before it
 // (bench/run.ts runs this file over an older checkout for --baseline).
-async function buildLogger(): Promise<Logger> {
+async function buildLogger(): Promise<{ logger: Logger, decisions?: DecisionLog }> {
   try {
     const { serverLogger } = await import('../src/cli/logger.ts')
-    return serverLogger('info', '/dev/null').logger
+    return serverLogger('info', '/dev/null')
   } catch {
-    return pino({ level: 'info', base: { service: 'servicecidr-guard' } }, pino.destination({ dest: '/dev/null', sync: false }))
+    return { logger: pino({ level: 'info', base: { service: 'servicecidr-guard' } }, pino.destination({ dest: '/dev/null', sync: false })) }
   }
 }
-const logger = await buildLogger()
+const { logger, decisions } = await buildLogger()
 const metrics = new Metrics({ state, synced: () => true, relists: () => 0 })
 // An admitted CREATE is recorded in the shared reservation Lease, as serve does by default, but in
 // the unit tests' in-memory Lease (test/support/lease-store.ts): the review path's own work (queue,
@@ -48,7 +48,7 @@ const reviewer = createReviewer({
   reservations: await buildReservations(),
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
-const app = buildWebhookApp({ logger, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
+const app = buildWebhookApp({ logger, ...(decisions === undefined ? {} : { decisions }), metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
 await app.listen({ host: '127.0.0.1', port: Number(port ?? 0) })
 const address = app.server.address()
 process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 })

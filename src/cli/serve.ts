@@ -86,7 +86,7 @@ export function serveCommand(): Command {
     .option('--no-shared-reservation', 'reserve admitted ranges on this replica only: two replicas can then each admit one of two overlapping ranges created at the same moment')
     .option('--stale-after <seconds>', 'how long the cache may go without a working watch before reviews that need it fail closed', seconds, 30)
     .action(async (flags: Flags) => {
-      const { logger, close } = serverLogger(flags.logLevel)
+      const { logger, decisions, close } = serverLogger(flags.logLevel)
       const running = await serve({
         policyPath: flags.policy,
         certPath: flags.tlsCert,
@@ -96,6 +96,7 @@ export function serveCommand(): Command {
         healthPort: flags.healthPort,
         kubeConfig: loadKubeConfig(flags.kubeconfig),
         logger,
+        decisions,
         reloadIntervalMs: flags.reloadInterval * 1000,
         shutdownDelayMs: flags.shutdownDelay * 1000,
         shutdownTimeoutMs: flags.shutdownTimeout * 1000,

@@ -27,8 +27,29 @@ export interface AppOptions {
   readonly limits?: Limits
 }
 
+/** What the webhook logs of each decision, at level info with the message 'review'. */
+export interface DecisionLine {
+  readonly uid: string
+  readonly user: string | undefined
+  readonly operation: string
+  readonly resource: 'Service' | 'ServiceCIDR'
+  readonly name: string | undefined
+  readonly cidrs: readonly string[] | undefined
+  readonly verdict: string
+  readonly reason: string | undefined
+  readonly rules: readonly string[] | undefined
+  readonly warnings: readonly string[] | undefined
+  readonly dryRun: boolean | undefined
+  readonly reservation: Outcome['reservation']
+  readonly durationMs: number
+}
+
+export type DecisionLog = (line: DecisionLine) => void
+
 export interface WebhookAppOptions extends AppOptions {
   readonly reviewer: Reviewer
+  /** Default: `logger.info(line, 'review')`; serve passes the cheaper writer of src/cli/logger.ts. */
+  readonly decisions?: DecisionLog
   /** TLS for the webhook; absent only in tests, which use inject(). */
   readonly https?: SecureContextOptions
   /**
@@ -118,6 +139,7 @@ function refusalLog(logger: FastifyBaseLogger, everyMs: number): (code: string) 
 
 export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
   const { logger, metrics, reviewer } = options
+  const decisions = options.decisions ?? ((line: DecisionLine) => { logger.info(line, 'review') })
   const app = limitedApp(options, options.limits ?? webhookLimits, options.https)
   const refused = refusalLog(logger, 10_000)
   // Every answer, decided or refused, closes its connection once shutdown has begun.
@@ -134,7 +156,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
     if (outcome.error) metrics.errors.inc({ code: outcome.error.code })
     else metrics.decisionSeconds.observe({ operation }, seconds)
     const { request, decision, service } = outcome
-    const line = {
+    const line: DecisionLine = {
       uid: outcome.uid,
       user: request?.userInfo.username,
       operation,
@@ -151,7 +173,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
     }
     if (outcome.error?.code === errors.overloaded.code || outcome.error?.code === errors.bodyTooLarge.code) refused(outcome.error.code)
     else if (outcome.error) logger.warn({ ...line, detail: outcome.error.detail }, 'review refused: bad request')
-    else logger.info(line, 'review')
+    else decisions(line)
   }
 
   // AdmissionReviews are JSON (the apiserver sends application/json); nothing else is parsed.

@@ -11,7 +11,7 @@ import { ClusterCache } from '../cluster/cache.ts'
 import { KubeLeaseStore } from '../cluster/lease.ts'
 import { SharedReservations } from '../cluster/reservations.ts'
 import { PolicySource } from '../config/policy-source.ts'
-import { buildHealthApp, buildWebhookApp, type Readiness } from './app.ts'
+import { buildHealthApp, buildWebhookApp, type DecisionLog, type Readiness } from './app.ts'
 import { CertificateSource, secureContextOptions } from './certificate.ts'
 import { Metrics } from './metrics.ts'
 
@@ -25,6 +25,8 @@ export interface ServeOptions {
   readonly healthPort: number | undefined
   readonly kubeConfig: KubeConfig
   readonly logger: Logger
+  /** Writes each decision's line (src/cli/logger.ts); default: `logger.info(line, 'review')`. */
+  readonly decisions?: DecisionLog
   readonly reloadIntervalMs: number
   /** After SIGTERM: keep serving (not ready) this long, so endpoints drop the pod first. */
   readonly shutdownDelayMs: number
@@ -141,7 +143,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000)
       if (first) {
         logger.info({ subject: pair.subject, notAfter: pair.notAfter }, 'serving certificate loaded')
-        webhookApp = buildWebhookApp({ logger, metrics, health, reviewer, https: secureContextOptions(pair), draining: () => shuttingDown })
+        webhookApp = buildWebhookApp({ logger, ...(options.decisions === undefined ? {} : { decisions: options.decisions }), metrics, health, reviewer, https: secureContextOptions(pair), draining: () => shuttingDown })
         webhookApp.listen({ host: options.host, port: options.port }).then(() => {
           listening = true
           logger.info({ address: addressOf(webhookApp) }, 'webhook listening')

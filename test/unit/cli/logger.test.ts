@@ -6,7 +6,8 @@ import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { LineBatch } from '../../../src/cli/logger.ts'
+import { LineBatch, lineLogger } from '../../../src/cli/logger.ts'
+import type { DecisionLine } from '../../../src/server/app.ts'
 
 t.test('LineBatch: holds lines until minLength characters, then writes them as one chunk; flush writes the rest', (t) => {
   const written: string[] = []
@@ -40,5 +41,33 @@ ${ending}
     t.same(lines.map((line) => line.i), Array.from({ length: 1000 }, (_, i) => i), `${name}: 1,000 lines, in order, none lost`)
     t.equal(lines[0]?.msg, 'line')
   }
+  t.end()
+})
+
+t.test('decisions: writes what logger.info(line, \'review\') writes, byte for byte but the time, and nothing below its level', (t) => {
+  const admitted: DecisionLine = { uid: 'uid-1', user: 'alice', operation: 'CREATE', resource: 'ServiceCIDR', name: 'extra', cidrs: ['34.118.224.0/24'], verdict: 'allowed', reason: undefined, rules: [], warnings: undefined, dryRun: false, reservation: 'recorded', durationMs: 0.123 }
+  const lines: [string, DecisionLine][] = [
+    ['admitted', admitted],
+    ['denied, with a reason and rules', { ...admitted, verdict: 'denied', reason: 'ServiceCIDR "extra" overlaps ServiceCIDR "kubernetes" (10.96.0.0/28); pick a free range such as 34.118.225.0/24', rules: ['overlap', 'allowedRanges'], reservation: undefined }],
+    ['a Service, with warnings', { ...admitted, resource: 'Service', name: 'team-a/web', cidrs: undefined, warnings: ['range 10.96.0.0/28 is 93% full'] }],
+    // pino escapes a short string itself and a long one with JSON.stringify: both kinds, with quotes,
+    // backslashes, control characters and characters beyond ASCII.
+    ['strings to escape', { ...admitted, uid: 'a"b\\c\nd\u0001é😀\u2028', name: `${'x'.repeat(60)}"\t\\é` }],
+    ['user and dryRun unknown (a body that did not decode)', { ...admitted, user: undefined, name: undefined, cidrs: undefined, rules: undefined, dryRun: undefined, verdict: 'error', reason: 'SCG_INVALID_JSON' }],
+  ]
+  for (const level of ['info', 'debug']) {
+    const written: string[] = []
+    const { logger, decisions } = lineLogger(level, { write: (text: string) => { written.push(text) } })
+    for (const [name, line] of lines) {
+      logger.info(line, 'review')
+      decisions(line)
+      const [byPino, byWriter] = written.splice(0).map((text) => text.replace(/"time":\d+,/, '"time":0,'))
+      t.equal(byWriter, byPino, `${level}: ${name}`)
+    }
+  }
+  const written: string[] = []
+  const { decisions } = lineLogger('warn', { write: (text: string) => { written.push(text) } })
+  decisions(admitted)
+  t.same(written, [], 'at level warn: no line')
   t.end()
 })

@@ -8,7 +8,7 @@ import { formatReservations, SharedReservations } from '../../../src/cluster/res
 import { parsePolicy } from '../../../src/config/policy.ts'
 import { ClusterState, toServiceCIDRRecord } from '../../../src/policy/state.ts'
 import type { Policy } from '../../../src/policy/types.ts'
-import { buildWebhookApp, type Readiness } from '../../../src/server/app.ts'
+import { buildWebhookApp, type DecisionLine, type Readiness } from '../../../src/server/app.ts'
 import { Metrics } from '../../../src/server/metrics.ts'
 import { MemoryLeaseStore } from '../../support/lease-store.ts'
 
@@ -29,7 +29,7 @@ interface Harness {
   setReady(ready: boolean): void
 }
 
-function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never, reservations?: ReservationPort, draining?: () => boolean } = {}): Harness {
+function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: () => never, reservations?: ReservationPort, draining?: () => boolean, decisions?: (line: DecisionLine) => void, logger?: pino.Logger } = {}): Harness {
   const state = new ClusterState()
   state.upsertServiceCIDR(toServiceCIDRRecord({ metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/28'] } })!)
   const cluster: ClusterPort = {
@@ -42,7 +42,7 @@ function harness(policy: Policy = gke, options: { synced?: boolean, reviewer?: (
   const metrics = new Metrics({ state, synced: () => true, relists: () => 0 }, { defaultMetrics: false })
   const health = { readiness: (): Readiness => ({ ready, checks: { cache: { state: ready ? 'Synced' : 'Syncing' } } }) }
   const reviewer = options.reviewer ?? createReviewer({ policy: () => policy, cluster, reservations: options.reservations })
-  const app = buildWebhookApp({ logger: silent, metrics, health, reviewer, ...(options.draining ? { draining: options.draining } : {}) })
+  const app = buildWebhookApp({ logger: options.logger ?? silent, metrics, health, reviewer, ...(options.draining ? { draining: options.draining } : {}), ...(options.decisions ? { decisions: options.decisions } : {}) })
   return { state, app, metrics, setReady: (value) => { ready = value } }
 }
 
@@ -72,6 +72,26 @@ t.test('an admitted CREATE answers allowed with the uid', async (t) => {
   t.equal(response.statusCode, 200)
   t.match(response.headers['content-type'], /^application\/json/)
   t.same(response.json(), { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: 'uid-extra', allowed: true } })
+})
+
+t.test('every decision is logged once, through the decisions writer when given, else as logger.info(line, \'review\')', async (t) => {
+  const lines: DecisionLine[] = []
+  const { app } = harness(gke, { decisions: (line) => { lines.push(line) } })
+  await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'extra', ['34.118.224.0/24']) })
+  await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'outside', ['10.0.0.0/24']) })
+  t.match(lines, [
+    { uid: 'uid-extra', user: 'alice', operation: 'CREATE', resource: 'ServiceCIDR', name: 'extra', cidrs: ['34.118.224.0/24'], verdict: 'allowed', rules: [], dryRun: false, durationMs: Number },
+    { uid: 'uid-outside', name: 'outside', cidrs: ['10.0.0.0/24'], verdict: 'denied', reason: /is outside the allowed IPv4 ranges \(34.118.224.0\/20\)/, rules: ['AllowedRanges'] },
+  ])
+  t.equal(lines.length, 2)
+  await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload: '{"request":' })
+  t.equal(lines.length, 2, 'a request refused as malformed is logged at warn by the logger, not as a decision')
+
+  const written: string[] = []
+  const logger = pino({ level: 'info' }, { write: (text: string) => { written.push(text) } })
+  const plain = harness(gke, { logger })
+  await plain.app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'extra', ['34.118.224.0/24']) })
+  t.match(written.map((text) => JSON.parse(text) as unknown), [{ level: 30, msg: 'review', uid: 'uid-extra', verdict: 'allowed' }])
 })
 
 t.test('once shutdown begins, every answer closes its connection; before, connections are kept alive', async (t) => {
