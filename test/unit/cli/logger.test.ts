@@ -48,7 +48,7 @@ t.test('decisions: writes what logger.info(line, \'review\') writes, byte for by
   const admitted: DecisionLine = { uid: 'uid-1', user: 'alice', operation: 'CREATE', resource: 'ServiceCIDR', name: 'extra', cidrs: ['34.118.224.0/24'], verdict: 'allowed', reason: undefined, rules: [], warnings: undefined, dryRun: false, reservation: 'recorded', durationMs: 0.123 }
   const lines: [string, DecisionLine][] = [
     ['admitted', admitted],
-    ['denied, with a reason and rules', { ...admitted, verdict: 'denied', reason: 'ServiceCIDR "extra" overlaps ServiceCIDR "kubernetes" (10.96.0.0/28); pick a free range such as 34.118.225.0/24', rules: ['overlap', 'allowedRanges'], reservation: undefined }],
+    ['denied, with a reason and rules', { ...admitted, verdict: 'denied', reason: 'ServiceCIDR "extra" overlaps ServiceCIDR "kubernetes" (10.96.0.0/28); pick a free range such as 34.118.225.0/24', rules: ['Overlap', 'AllowedRanges'], reservation: undefined }],
     ['a Service, with warnings', { ...admitted, resource: 'Service', name: 'team-a/web', cidrs: undefined, warnings: ['range 10.96.0.0/28 is 93% full'] }],
     // pino escapes a short string itself and a long one with JSON.stringify: both kinds, with quotes,
     // backslashes, control characters and characters beyond ASCII.
