@@ -8,15 +8,16 @@
 //     empty fastify HTTPS handler that parses the same AdmissionReview and answers allowed
 //     (bench/empty-server.ts), the webhook app again without the shared reservation Lease (serve
 //     --no-shared-reservation), and with --baseline REF the webhook app of that commit too, with and
-//     without the Lease (run by this bench/server.ts over that commit's src); three rounds each,
-//     alternating, and the ratios
+//     without the Lease (run by this bench/server.ts over that commit's src); BENCH_ROUNDS rounds
+//     each (default 3), one server after another, the order reversed every other round, and the
+//     ratios; with --baseline also this build's rounds divided by the baseline's of the same round
 //
 //   npm run bench [-- --baseline REF]
 //
-// BENCH_SECONDS (default 10) and BENCH_CONNECTIONS (default 8) tune the HTTP runs; BENCH_PORT
-// (first of five) the servers' ports (default: any free ones). BENCH_SIDE_BY_SIDE_ONLY=1 runs
-// only 4 (the side-by-side rounds), for comparing builds. BENCH_WARMUP_SECONDS: how long each
-// server is loaded before them (default 10).
+// BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 8) and BENCH_ROUNDS (default 3) tune the
+// HTTP runs; BENCH_PORT (first of five) the servers' ports (default: any free ones).
+// BENCH_SIDE_BY_SIDE_ONLY=1 runs only 4 (the side-by-side rounds), for comparing builds.
+// BENCH_WARMUP_SECONDS: how long each server is loaded before them (default 10).
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -35,6 +36,11 @@ const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 8)
 const ipCount = 100_000
 const here = import.meta.dirname
 const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle] ?? Number.NaN : ((sorted[middle - 1] ?? Number.NaN) + (sorted[middle] ?? Number.NaN)) / 2
+}
 
 console.log(`servicecidr-guard benchmark — Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`)
 console.log(`cluster: 1,001 ServiceCIDRs, ${ipCount.toLocaleString('en')} IPAddresses; HTTP: ${connections} keep-alive connections, ${seconds} s a scenario\n`)
@@ -141,7 +147,8 @@ try {
   const { createAllowed } = scenarios
   const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
   const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server], ['webhook, no shared Lease', `https://127.0.0.1:${localPort}`, local]]
-  if (baseline !== undefined) targets.push([`baseline ${flags.baseline ?? ''}`, `https://127.0.0.1:${baselinePort}`, baseline])
+  const baselineName = `baseline ${flags.baseline ?? ''}`
+  if (baseline !== undefined) targets.push([baselineName, `https://127.0.0.1:${baselinePort}`, baseline])
   if (baselineLocal !== undefined) targets.push([`baseline, no shared Lease`, `https://127.0.0.1:${baselineLocalPort}`, baselineLocal])
   // Every server is warmed first, long enough for V8 to finish optimizing the review path: the
   // webhook's JIT was still compiling 20-70 functions a second, on the other core, 8 s into its
@@ -149,12 +156,14 @@ try {
   // pass"). A replica runs for days; what is compared is its steady state.
   const warmup = Number(process.env['BENCH_WARMUP_SECONDS'] ?? 10)
   for (const [, target] of targets) await load(target, body, connections, warmup, ca)
-  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; each server warmed ${warmup} s, then three rounds each, alternating, ${seconds} s a round`)
+  const rounds = Number(process.env['BENCH_ROUNDS'] ?? 3)
+  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; each server warmed ${warmup} s, then ${String(rounds)} rounds each, alternating, ${seconds} s a round`)
   console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
   for (const count of [8, 32]) {
     const runs = new Map<string, { result: LoadResult, cpu: number }[]>(targets.map(([name]) => [name, []]))
-    for (let round = 0; round < 3; round++) {
-      for (const [name, target, child] of targets) {
+    for (let round = 0; round < rounds; round++) {
+      // Every other round in reverse order: no server always follows the same one.
+      for (const [name, target, child] of round % 2 === 0 ? targets : [...targets].reverse()) {
         await load(target, body, count, Math.min(2, seconds), ca)
         const before = await cpuOf(child)
         const result = await load(target, body, count, seconds, ca)
@@ -173,6 +182,17 @@ try {
     for (const [name] of targets) {
       const versus = name === 'empty' ? '' : `${(rate(name) / rate('empty')).toFixed(2).padStart(20)}x ${(p99(name) / p99('empty')).toFixed(2).padStart(6)}x ${(cpu(name) / cpu('empty')).toFixed(2).padStart(6)}x`
       console.log(`  ${name.padEnd(24)} ${String(count).padStart(11)} ${rate(name).toFixed(0).padStart(11)} ${p99(name).toFixed(2).padStart(8)} ${cpu(name).toFixed(0).padStart(17)} ${versus}`)
+    }
+    // This build against the baseline round by round, each of its rounds divided by the baseline's
+    // in the same round: the machine's drift between rounds, which moves a row of one run by up to
+    // 0.1x, cancels (docs/benchmarks.md, "Ninth pass").
+    for (const [mine, theirs] of [['webhook', baselineName], ['webhook, no shared Lease', 'baseline, no shared Lease']] as const) {
+      const ours = runs.get(mine) ?? []
+      const base = runs.get(theirs)
+      if (base === undefined) continue
+      const throughput = ours.map((run, round) => run.result.perSecond / (base[round]?.result.perSecond ?? Number.NaN))
+      const cpuRatios = ours.map((run, round) => run.cpu / (base[round]?.cpu ?? Number.NaN))
+      console.log(`  ${mine} / ${theirs}, round by round (median): throughput ${median(throughput).toFixed(2)}x, CPU a review ${median(cpuRatios).toFixed(2)}x, lower in ${String(cpuRatios.filter((ratio) => ratio < 1).length)} of ${String(rounds)} rounds`)
     }
   }
   console.log('  (the goal: the webhook at >= 0.7x the empty handler\'s throughput and <= 1.3x its p99. CPU µs: the server process\'s CPU time per review)')
