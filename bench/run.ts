@@ -185,7 +185,9 @@ try {
     }
     // This build against the baseline round by round, each of its rounds divided by the baseline's
     // in the same round: the machine's drift between rounds, which moves a row of one run by up to
-    // 0.1x, cancels (docs/benchmarks.md, "Ninth pass").
+    // 0.1x, cancels. A process's own speed does not: two processes of the same code differed by
+    // about a tenth, round after round (docs/benchmarks.md, "Ninth pass"), so one run compares one
+    // pair of processes.
     for (const [mine, theirs] of [['webhook', baselineName], ['webhook, no shared Lease', 'baseline, no shared Lease']] as const) {
       const ours = runs.get(mine) ?? []
       const base = runs.get(theirs)
