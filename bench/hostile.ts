@@ -26,7 +26,8 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
 import { admissionReview } from './fixtures.ts'
-import { checkoutOf, ensureBenchLease, freePort, mib, percentile, repo, selfSignedCertificate, startReplica, unreachableKubeconfig, waitFor, type Replica } from './replica.ts'
+import { checkoutOf, ensureBenchLease, freePort, mib, repo, selfSignedCertificate, startReplica, unreachableKubeconfig, waitFor, type Replica } from './replica.ts'
+import { percentile } from './stats.ts'
 
 const { values, positionals } = parseArgs({ allowPositionals: true, options: { baseline: { type: 'string' }, shape: { type: 'string', default: 'labels' } } })
 const mode = positionals[0]

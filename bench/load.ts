@@ -3,6 +3,7 @@
 // exact rather than bucketed.
 
 import { Pool } from 'undici'
+import { percentile } from './stats.ts'
 
 export interface LoadResult {
   readonly requests: number
@@ -15,11 +16,6 @@ export interface LoadResult {
   /** What the server answered, by verdict, to prove the scenario did what it says. */
   readonly allowed: number
   readonly denied: number
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
 
 export async function load(origin: string, body: string, connections: number, seconds: number, ca: string): Promise<LoadResult> {

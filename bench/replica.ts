@@ -182,7 +182,3 @@ export async function waitFor(url: string, status: number, since: number, timeou
 
 export const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
 
-export function percentile(sorted: Float64Array | number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
-}

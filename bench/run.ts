@@ -29,6 +29,7 @@ import { timeDecisions } from './decide.ts'
 import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
 import { load, type LoadResult } from './load.ts'
 import { checkoutOf, deploymentNodeOptions, repo } from './replica.ts'
+import { median } from './stats.ts'
 
 const { values: flags } = parseArgs({ options: { baseline: { type: 'string' } } })
 const seconds = Number(process.env['BENCH_SECONDS'] ?? 10)
@@ -36,11 +37,6 @@ const connections = Number(process.env['BENCH_CONNECTIONS'] ?? 8)
 const ipCount = 100_000
 const here = import.meta.dirname
 const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle] ?? Number.NaN : ((sorted[middle - 1] ?? Number.NaN) + (sorted[middle] ?? Number.NaN)) / 2
-}
 
 console.log(`servicecidr-guard benchmark — Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`)
 console.log(`cluster: 1,001 ServiceCIDRs, ${ipCount.toLocaleString('en')} IPAddresses; HTTP: ${connections} keep-alive connections, ${seconds} s a scenario\n`)

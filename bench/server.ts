@@ -17,7 +17,7 @@ const policy = parsePolicy(benchPolicy, 'bench')
 // Decisions are logged as the build's own serve command logs them, to /dev/null so the terminal is
 // not the bottleneck: src/cli/logger.ts, or pino's default destination in builds from before it
 // (bench/run.ts runs this file over an older checkout for --baseline).
-async function buildLogger(): Promise<{ logger: Logger, decisions?: DecisionLog }> {
+async function buildLogger(): Promise<{ logger: Logger, decisions?: DecisionLog | undefined }> {
   try {
     const { serverLogger } = await import('../src/cli/logger.ts')
     return serverLogger('info', '/dev/null')
@@ -48,7 +48,7 @@ const reviewer = createReviewer({
   reservations: await buildReservations(),
 })
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
-const app = buildWebhookApp({ logger, ...(decisions === undefined ? {} : { decisions }), metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
+const app = buildWebhookApp({ logger, decisions, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
 await app.listen({ host: '127.0.0.1', port: Number(port ?? 0) })
 const address = app.server.address()
 process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 })

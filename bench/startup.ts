@@ -27,7 +27,8 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
-import { checkoutOf, ensureBenchLease, freePort, mib, percentile, repo, selfSignedCertificate, startReplica, waitFor } from './replica.ts'
+import { checkoutOf, ensureBenchLease, freePort, mib, repo, selfSignedCertificate, startReplica, waitFor } from './replica.ts'
+import { median } from './stats.ts'
 
 const { values } = parseArgs({ options: { baseline: { type: 'string' }, runs: { type: 'string', default: '5' }, count: { type: 'string', default: '100000' } } })
 const runs = Number(values.runs)
@@ -121,7 +122,6 @@ try {
       }
     }
   }
-  const median = (values: number[]): number => percentile(values.sort((a, b) => a - b), 50)
   console.log(`\nservicecidr-guard start-up — Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, load average ${loadavg()[0]?.toFixed(1) ?? '?'}`)
   console.log(`kube-apiserver ${env['KUBE_VERSION'] ?? '?'} holding ${addresses.toLocaleString('en')} IPAddresses; process start to /readyz 200, ${runs} runs each, medians (min-max)\n`)
   console.log('build                      ready s            RSS at ready MiB     peak RSS MiB')
@@ -129,7 +129,7 @@ try {
     const ready = list.map((sample) => sample.readyMs / 1000)
     const rss = list.map((sample) => sample.rss)
     const peak = list.map((sample) => sample.peak)
-    const span = (xs: number[], format: (x: number) => string): string => `${format(median([...xs]))} (${format(Math.min(...xs))}-${format(Math.max(...xs))})`
+    const span = (xs: number[], format: (x: number) => string): string => `${format(median(xs))} (${format(Math.min(...xs))}-${format(Math.max(...xs))})`
     console.log(`  ${(ref === 'current' ? 'this checkout' : ref).padEnd(24)} ${span(ready, (x) => x.toFixed(2)).padEnd(18)} ${span(rss, mib).padEnd(20)} ${span(peak, mib)}`)
   }
 } finally {

@@ -63,8 +63,9 @@ const base = { service: 'servicecidr-guard' }
  * The line `logger.info(line, 'review')` writes, byte for byte (a test compares them), with one
  * JSON.stringify of `line` instead of pino's formatting of each field in turn (pino 10,
  * `_asJson` in lib/tools.js): in a loop, 0.64-0.86 against 1.5-2.1 µs a line on a quiet machine
- * (docs/benchmarks.md, "Ninth pass"), on a path that writes one for every review. It holds only for the options lineLogger gives pino: no
- * serializers, formatters, mixin or redaction, the time as epoch milliseconds, the message as `msg`.
+ * (docs/benchmarks.md, "Ninth pass"), on a path that writes one for every review. It holds only
+ * for the options lineLogger gives pino: no serializers, formatters, mixin or redaction, the time
+ * as epoch milliseconds, the message as `msg`.
  */
 function decisionWriter(logger: Logger, destination: DestinationStream): DecisionLog {
   const bindings = JSON.stringify(base).slice(1, -1)

@@ -49,7 +49,7 @@ export type DecisionLog = (line: DecisionLine) => void
 export interface WebhookAppOptions extends AppOptions {
   readonly reviewer: Reviewer
   /** Default: `logger.info(line, 'review')`; serve passes the cheaper writer of src/cli/logger.ts. */
-  readonly decisions?: DecisionLog
+  readonly decisions?: DecisionLog | undefined
   /** TLS for the webhook; absent only in tests, which use inject(). */
   readonly https?: SecureContextOptions
   /**

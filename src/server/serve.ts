@@ -26,7 +26,7 @@ export interface ServeOptions {
   readonly kubeConfig: KubeConfig
   readonly logger: Logger
   /** Writes each decision's line (src/cli/logger.ts); default: `logger.info(line, 'review')`. */
-  readonly decisions?: DecisionLog
+  readonly decisions?: DecisionLog | undefined
   readonly reloadIntervalMs: number
   /** After SIGTERM: keep serving (not ready) this long, so endpoints drop the pod first. */
   readonly shutdownDelayMs: number
@@ -143,7 +143,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000)
       if (first) {
         logger.info({ subject: pair.subject, notAfter: pair.notAfter }, 'serving certificate loaded')
-        webhookApp = buildWebhookApp({ logger, ...(options.decisions === undefined ? {} : { decisions: options.decisions }), metrics, health, reviewer, https: secureContextOptions(pair), draining: () => shuttingDown })
+        webhookApp = buildWebhookApp({ logger, decisions: options.decisions, metrics, health, reviewer, https: secureContextOptions(pair), draining: () => shuttingDown })
         webhookApp.listen({ host: options.host, port: options.port }).then(() => {
           listening = true
           logger.info({ address: addressOf(webhookApp) }, 'webhook listening')
