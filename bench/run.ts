@@ -10,12 +10,15 @@
 //     --no-shared-reservation), and with --baseline REF the webhook app of that commit too, with and
 //     without the Lease (run by this bench/server.ts over that commit's src); BENCH_ROUNDS rounds
 //     each (default 3), one server after another, the order reversed every other round, and the
-//     ratios; with --baseline also this build's rounds divided by the baseline's of the same round
+//     ratios; with --baseline also this build's rounds divided by the baseline's of the same round;
+//     with BENCH_SETS above 1, all of that again with every server started afresh, BENCH_SETS times,
+//     and the ratios summarised over the sets (a process has a speed of its own)
 //
 //   npm run bench [-- --baseline REF]
 //
-// BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 8) and BENCH_ROUNDS (default 3) tune the
-// HTTP runs; BENCH_PORT (first of five) the servers' ports (default: any free ones).
+// BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 8), BENCH_ROUNDS (default 3) and
+// BENCH_SETS (default 1) tune the HTTP runs; BENCH_PORT (first of five) the servers' ports
+// (default: any free ones).
 // BENCH_SIDE_BY_SIDE_ONLY=1 runs only 4 (the side-by-side rounds), for comparing builds.
 // BENCH_WARMUP_SECONDS: how long each server is loaded before them (default 10).
 
@@ -106,29 +109,10 @@ try {
     children.push(child)
     return child
   }
-  const server = forkServer(repo, 'server.ts', [String(ipCount), port(0)], ['--expose-gc', ...nodeArgs])
-  const empty = forkServer(repo, 'empty-server.ts', [port(1)])
-  // The same webhook with admitted ranges reserved on this replica only (serve --no-shared-reservation):
-  // what the shared reservation Lease adds to a review, in the same run.
-  const local = forkServer(repo, 'server.ts', [String(ipCount), port(3)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
-  let baseline: ChildProcess | undefined
-  let baselineLocal: ChildProcess | undefined
-  if (flags.baseline !== undefined) {
-    // That commit's src under this harness: the same bench/server.ts and fixtures, and the same
-    // in-memory Lease standing in for kube-apiserver, copied in; with and without the shared
-    // reservation Lease, as this build's two webhook rows.
-    const checkout = checkoutOf(flags.baseline, dir)
-    for (const file of ['bench/server.ts', 'bench/fixtures.ts', 'test/support/lease-store.ts']) {
-      mkdirSync(dirname(join(checkout, file)), { recursive: true })
-      copyFileSync(join(repo, file), join(checkout, file))
-    }
-    baseline = forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])
-    baselineLocal = forkServer(checkout, 'server.ts', [String(ipCount), port(4)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })
-  }
-  const [webhookPort, emptyPort, localPort, baselinePort, baselineLocalPort] = await Promise.all([started(server), started(empty), started(local), baseline === undefined ? 0 : started(baseline), baselineLocal === undefined ? 0 : started(baselineLocal)])
-  const origin = `https://127.0.0.1:${webhookPort}`
   const ca = readFileSync(cert, 'utf8')
   if (!sideBySideOnly) {
+    const server = forkServer(repo, 'server.ts', [String(ipCount), port(0)], ['--expose-gc', ...nodeArgs])
+    const origin = `https://127.0.0.1:${await started(server)}`
     console.log('\nHTTPS reviews (server in its own process)   reviews/s   p50 ms   p99 ms   max ms   errors   answered')
     let index = 0
     for (const [name, scenario] of Object.entries(scenarios)) {
@@ -137,70 +121,127 @@ try {
       const result = await load(origin, body, connections, seconds, ca)
       console.log(`  ${name.padEnd(42)} ${result.perSecond.toFixed(0).padStart(9)} ${result.p50ms.toFixed(2).padStart(8)} ${result.p99ms.toFixed(2).padStart(8)} ${result.maxms.toFixed(1).padStart(8)} ${String(result.errors).padStart(8)}   ${result.allowed} allowed, ${result.denied} denied`)
     }
+    await stopped(server)
   }
 
-  // 4. Side by side with the empty handler (and the baseline's webhook).
+  // 4. Side by side with the empty handler (and the baseline's webhook), in BENCH_SETS sets of
+  // processes: every server started afresh for each set.
+  let checkout: string | undefined
+  if (flags.baseline !== undefined) {
+    // That commit's src under this harness: the same bench/server.ts and fixtures, and the same
+    // in-memory Lease standing in for kube-apiserver, copied in; with and without the shared
+    // reservation Lease, as this build's two webhook rows.
+    checkout = checkoutOf(flags.baseline, dir)
+    for (const file of ['bench/server.ts', 'bench/fixtures.ts', 'test/support/lease-store.ts']) {
+      mkdirSync(dirname(join(checkout, file)), { recursive: true })
+      copyFileSync(join(repo, file), join(checkout, file))
+    }
+  }
+  const baselineName = `baseline ${flags.baseline ?? ''}`
+  /** The servers of one set, in their own processes, started and listening: name, origin, process. */
+  const startSet = async (): Promise<[string, string, ChildProcess][]> => {
+    const servers: [string, ChildProcess][] = [
+      ['empty', forkServer(repo, 'empty-server.ts', [port(1)])],
+      ['webhook', forkServer(repo, 'server.ts', [String(ipCount), port(0)], ['--expose-gc', ...nodeArgs])],
+      // The same webhook with admitted ranges reserved on this replica only (serve
+      // --no-shared-reservation): what the shared reservation Lease adds to a review, in the same run.
+      ['webhook, no shared Lease', forkServer(repo, 'server.ts', [String(ipCount), port(3)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })],
+    ]
+    if (checkout !== undefined) {
+      servers.push([baselineName, forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])])
+      servers.push(['baseline, no shared Lease', forkServer(checkout, 'server.ts', [String(ipCount), port(4)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })])
+    }
+    const ports = await Promise.all(servers.map(([, child]) => started(child)))
+    return servers.map(([name, child], index) => [name, `https://127.0.0.1:${ports[index] ?? 0}`, child])
+  }
   const { createAllowed } = scenarios
   const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
-  const targets: [string, string, ChildProcess][] = [['empty', `https://127.0.0.1:${emptyPort}`, empty], ['webhook', origin, server], ['webhook, no shared Lease', `https://127.0.0.1:${localPort}`, local]]
-  const baselineName = `baseline ${flags.baseline ?? ''}`
-  if (baseline !== undefined) targets.push([baselineName, `https://127.0.0.1:${baselinePort}`, baseline])
-  if (baselineLocal !== undefined) targets.push([`baseline, no shared Lease`, `https://127.0.0.1:${baselineLocalPort}`, baselineLocal])
-  // Every server is warmed first, long enough for V8 to finish optimizing the review path: the
-  // webhook's JIT was still compiling 20-70 functions a second, on the other core, 8 s into its
-  // load (--trace-opt), and its first rounds measured that warm-up (docs/benchmarks.md, "Fifth
-  // pass"). A replica runs for days; what is compared is its steady state.
   const warmup = Number(process.env['BENCH_WARMUP_SECONDS'] ?? 10)
-  for (const [, target] of targets) await load(target, body, connections, warmup, ca)
   const rounds = Number(process.env['BENCH_ROUNDS'] ?? 3)
-  console.log(`\nside by side, ${createAllowed.operation} admitted (createAllowed), same load generator; each server warmed ${warmup} s, then ${String(rounds)} rounds each, alternating, ${seconds} s a round`)
-  console.log('  server                   connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
-  for (const count of [8, 32]) {
-    const runs = new Map<string, { result: LoadResult, cpu: number }[]>(targets.map(([name]) => [name, []]))
-    for (let round = 0; round < rounds; round++) {
-      // Every other round in reverse order: no server always follows the same one.
-      for (const [name, target, child] of round % 2 === 0 ? targets : [...targets].reverse()) {
-        await load(target, body, count, Math.min(2, seconds), ca)
-        const before = await cpuOf(child)
-        const result = await load(target, body, count, seconds, ca)
-        const cpu = (await cpuOf(child)) - before
-        if (result.errors > 0 || result.allowed !== result.requests) throw new Error(`${name}: ${result.errors} errors, ${result.allowed} of ${result.requests} allowed`)
-        runs.get(name)?.push({ result, cpu: cpu / result.requests })
+  const sets = Number(process.env['BENCH_SETS'] ?? 1)
+  const counts = [8, 32]
+  /** Per connection count and server, each set's figures against the empty handler's of that set. */
+  const summary = new Map<string, { throughput: number, p99: number, cpu: number, cpuVsBaseline: number }[]>()
+  for (let set = 1; set <= sets; set++) {
+    const targets = await startSet()
+    // Every server is warmed first, long enough for V8 to finish optimizing the review path: the
+    // webhook's JIT was still compiling 20-70 functions a second, on the other core, 8 s into its
+    // load (--trace-opt), and its first rounds measured that warm-up (docs/benchmarks.md, "Fifth
+    // pass"). A replica runs for days; what is compared is its steady state.
+    for (const [, target] of targets) await load(target, body, connections, warmup, ca)
+    console.log(`\nside by side${sets > 1 ? `, set ${String(set)} of ${String(sets)}` : ''}, ${createAllowed.operation} admitted (createAllowed), same load generator; each server warmed ${warmup} s, then ${String(rounds)} rounds each, alternating, ${seconds} s a round`)
+    console.log('  server                     connections   reviews/s   p99 ms   CPU µs a review   vs empty: throughput   p99     CPU')
+    for (const count of counts) {
+      const runs = new Map<string, { result: LoadResult, cpu: number }[]>(targets.map(([name]) => [name, []]))
+      for (let round = 0; round < rounds; round++) {
+        // Every other round in reverse order: no server always follows the same one.
+        for (const [name, target, child] of round % 2 === 0 ? targets : [...targets].reverse()) {
+          await load(target, body, count, Math.min(2, seconds), ca)
+          const before = await cpuOf(child)
+          const result = await load(target, body, count, seconds, ca)
+          const cpu = (await cpuOf(child)) - before
+          if (result.errors > 0 || result.allowed !== result.requests) throw new Error(`${name}: ${result.errors} errors, ${result.allowed} of ${result.requests} allowed`)
+          runs.get(name)?.push({ result, cpu: cpu / result.requests })
+        }
+      }
+      const mean = (name: string, pick: (run: { result: LoadResult, cpu: number }) => number): number => {
+        const list = runs.get(name) ?? []
+        return list.reduce((sum, run) => sum + pick(run), 0) / list.length
+      }
+      const rate = (name: string): number => mean(name, (run) => run.result.perSecond)
+      const p99 = (name: string): number => mean(name, (run) => run.result.p99ms)
+      const cpu = (name: string): number => mean(name, (run) => run.cpu)
+      for (const [name] of targets) {
+        const versus = name === 'empty' ? '' : `${(rate(name) / rate('empty')).toFixed(2).padStart(20)}x ${(p99(name) / p99('empty')).toFixed(2).padStart(6)}x ${(cpu(name) / cpu('empty')).toFixed(2).padStart(6)}x`
+        console.log(`  ${name.padEnd(26)} ${String(count).padStart(11)} ${rate(name).toFixed(0).padStart(11)} ${p99(name).toFixed(2).padStart(8)} ${cpu(name).toFixed(0).padStart(17)} ${versus}`)
+        if (name === 'empty') continue
+        const key = `${String(count)} ${name}`
+        const counterpart = name === 'webhook' ? baselineName : name === 'webhook, no shared Lease' ? 'baseline, no shared Lease' : undefined
+        const cpuVsBaseline = counterpart !== undefined && runs.has(counterpart) ? cpu(name) / cpu(counterpart) : Number.NaN
+        summary.set(key, [...(summary.get(key) ?? []), { throughput: rate(name) / rate('empty'), p99: p99(name) / p99('empty'), cpu: cpu(name) / cpu('empty'), cpuVsBaseline }])
+      }
+      // This build against the baseline round by round, each of its rounds divided by the baseline's
+      // in the same round: the machine's drift between rounds, which moves a row of one run by up to
+      // 0.1x, cancels. A process's own speed does not: two processes of the same code differed by
+      // about a tenth, round after round (docs/benchmarks.md, "Ninth pass"), so one set compares one
+      // pair of processes; BENCH_SETS compares several.
+      for (const [mine, theirs] of [['webhook', baselineName], ['webhook, no shared Lease', 'baseline, no shared Lease']] as const) {
+        const ours = runs.get(mine) ?? []
+        const base = runs.get(theirs)
+        if (base === undefined) continue
+        const throughput = ours.map((run, round) => run.result.perSecond / (base[round]?.result.perSecond ?? Number.NaN))
+        const cpuRatios = ours.map((run, round) => run.cpu / (base[round]?.cpu ?? Number.NaN))
+        console.log(`  ${mine} / ${theirs}, round by round (median): throughput ${median(throughput).toFixed(2)}x, CPU a review ${median(cpuRatios).toFixed(2)}x, lower in ${String(cpuRatios.filter((ratio) => ratio < 1).length)} of ${String(rounds)} rounds`)
       }
     }
-    const mean = (name: string, pick: (run: { result: LoadResult, cpu: number }) => number): number => {
-      const list = runs.get(name) ?? []
-      return list.reduce((sum, run) => sum + pick(run), 0) / list.length
+    if (set === sets) {
+      const webhook = targets.find(([name]) => name === 'webhook')?.[2]
+      const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
+        webhook?.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
+        webhook?.send('memory')
+      })
+      console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
     }
-    const rate = (name: string): number => mean(name, (run) => run.result.perSecond)
-    const p99 = (name: string): number => mean(name, (run) => run.result.p99ms)
-    const cpu = (name: string): number => mean(name, (run) => run.cpu)
-    for (const [name] of targets) {
-      const versus = name === 'empty' ? '' : `${(rate(name) / rate('empty')).toFixed(2).padStart(20)}x ${(p99(name) / p99('empty')).toFixed(2).padStart(6)}x ${(cpu(name) / cpu('empty')).toFixed(2).padStart(6)}x`
-      console.log(`  ${name.padEnd(24)} ${String(count).padStart(11)} ${rate(name).toFixed(0).padStart(11)} ${p99(name).toFixed(2).padStart(8)} ${cpu(name).toFixed(0).padStart(17)} ${versus}`)
-    }
-    // This build against the baseline round by round, each of its rounds divided by the baseline's
-    // in the same round: the machine's drift between rounds, which moves a row of one run by up to
-    // 0.1x, cancels. A process's own speed does not: two processes of the same code differed by
-    // about a tenth, round after round (docs/benchmarks.md, "Ninth pass"), so one run compares one
-    // pair of processes.
-    for (const [mine, theirs] of [['webhook', baselineName], ['webhook, no shared Lease', 'baseline, no shared Lease']] as const) {
-      const ours = runs.get(mine) ?? []
-      const base = runs.get(theirs)
-      if (base === undefined) continue
-      const throughput = ours.map((run, round) => run.result.perSecond / (base[round]?.result.perSecond ?? Number.NaN))
-      const cpuRatios = ours.map((run, round) => run.cpu / (base[round]?.cpu ?? Number.NaN))
-      console.log(`  ${mine} / ${theirs}, round by round (median): throughput ${median(throughput).toFixed(2)}x, CPU a review ${median(cpuRatios).toFixed(2)}x, lower in ${String(cpuRatios.filter((ratio) => ratio < 1).length)} of ${String(rounds)} rounds`)
+    await Promise.all(targets.map(([, , child]) => stopped(child)))
+  }
+  if (sets > 1) {
+    // Each set's ratio is one pair of processes' (above); across sets, a process's own speed
+    // averages out. Medians, the range, and in how many sets the goal was met.
+    console.log(`\nover ${String(sets)} sets of processes (each set's ratio of means against that set's empty handler): median (min-max)`)
+    console.log('  server                     connections   throughput vs empty    p99 vs empty          goal met   CPU vs baseline, lower in')
+    const span = (values: number[]): string => `${median(values).toFixed(2)}x (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`
+    for (const count of counts) {
+      for (const [key, list] of summary) {
+        if (!key.startsWith(`${String(count)} `)) continue
+        const name = key.slice(String(count).length + 1)
+        const met = list.filter((figures) => figures.throughput >= 0.7 && figures.p99 <= 1.3).length
+        const versus = list.map((figures) => figures.cpuVsBaseline).filter((ratio) => !Number.isNaN(ratio))
+        const baselineColumn = versus.length === 0 ? '' : `${median(versus).toFixed(2)}x, ${String(versus.filter((ratio) => ratio < 1).length)} of ${String(versus.length)}`
+        console.log(`  ${name.padEnd(26)} ${String(count).padStart(11)}   ${span(list.map((figures) => figures.throughput)).padEnd(20)} ${span(list.map((figures) => figures.p99)).padEnd(20)} ${`${String(met)} of ${String(list.length)}`.padStart(9)}   ${baselineColumn}`)
+      }
     }
   }
   console.log('  (the goal: the webhook at >= 0.7x the empty handler\'s throughput and <= 1.3x its p99. CPU µs: the server process\'s CPU time per review)')
-
-  const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
-    server.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
-    server.send('memory')
-  })
-  console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
-  await Promise.all([server, empty, local, baseline, baselineLocal].flatMap((child) => (child === undefined ? [] : [stopped(child)])))
 } finally {
   // On a failure, no server is left running.
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill()
