@@ -161,7 +161,8 @@ try {
   const sets = Number(process.env['BENCH_SETS'] ?? 1)
   const counts = [8, 32]
   /** Per connection count and server, each set's figures against the empty handler's of that set. */
-  const summary = new Map<string, { throughput: number, p99: number, cpu: number, cpuVsBaseline: number }[]>()
+  const summary = new Map<string, { throughput: number, p99: number, cpuVsBaseline: number }[]>()
+  let last: [string, string, ChildProcess][] = []
   for (let set = 1; set <= sets; set++) {
     const targets = await startSet()
     // Every server is warmed first, long enough for V8 to finish optimizing the review path: the
@@ -198,7 +199,9 @@ try {
         const key = `${String(count)} ${name}`
         const counterpart = name === 'webhook' ? baselineName : name === 'webhook, no shared Lease' ? 'baseline, no shared Lease' : undefined
         const cpuVsBaseline = counterpart !== undefined && runs.has(counterpart) ? cpu(name) / cpu(counterpart) : Number.NaN
-        summary.set(key, [...(summary.get(key) ?? []), { throughput: rate(name) / rate('empty'), p99: p99(name) / p99('empty'), cpu: cpu(name) / cpu('empty'), cpuVsBaseline }])
+        const figures = summary.get(key) ?? []
+        figures.push({ throughput: rate(name) / rate('empty'), p99: p99(name) / p99('empty'), cpuVsBaseline })
+        summary.set(key, figures)
       }
       // This build against the baseline round by round, each of its rounds divided by the baseline's
       // in the same round: the machine's drift between rounds, which moves a row of one run by up to
@@ -214,21 +217,15 @@ try {
         console.log(`  ${mine} / ${theirs}, round by round (median): throughput ${median(throughput).toFixed(2)}x, CPU a review ${median(cpuRatios).toFixed(2)}x, lower in ${String(cpuRatios.filter((ratio) => ratio < 1).length)} of ${String(rounds)} rounds`)
       }
     }
-    if (set === sets) {
-      const webhook = targets.find(([name]) => name === 'webhook')?.[2]
-      const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
-        webhook?.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
-        webhook?.send('memory')
-      })
-      console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
-    }
-    await Promise.all(targets.map(([, , child]) => stopped(child)))
+    // The last set's servers stay up for the memory figure below.
+    if (set < sets) await Promise.all(targets.map(([, , child]) => stopped(child)))
+    else last = targets
   }
   if (sets > 1) {
     // Each set's ratio is one pair of processes' (above); across sets, a process's own speed
     // averages out. Medians, the range, and in how many sets the goal was met.
     console.log(`\nover ${String(sets)} sets of processes (each set's ratio of means against that set's empty handler): median (min-max)`)
-    console.log('  server                     connections   throughput vs empty    p99 vs empty          goal met   CPU vs baseline, lower in')
+    console.log(`  server                     connections   throughput vs empty    p99 vs empty          goal met${checkout === undefined ? '' : '   CPU vs baseline, lower in'}`)
     const span = (values: number[]): string => `${median(values).toFixed(2)}x (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`
     for (const count of counts) {
       for (const [key, list] of summary) {
@@ -242,6 +239,16 @@ try {
     }
   }
   console.log('  (the goal: the webhook at >= 0.7x the empty handler\'s throughput and <= 1.3x its p99. CPU µs: the server process\'s CPU time per review)')
+
+  const webhook = last.find(([name]) => name === 'webhook')?.[2]
+  if (webhook !== undefined) {
+    const usage = await new Promise<NodeJS.MemoryUsage>((resolve) => {
+      webhook.once('message', (message) => { resolve((message as { memory: NodeJS.MemoryUsage }).memory) })
+      webhook.send('memory')
+    })
+    console.log(`\nserver after the runs, after a full GC: heap used ${mib(usage.heapUsed)} MiB, rss ${mib(usage.rss)} MiB (1,001 ServiceCIDRs and ${ipCount.toLocaleString('en')} IPAddresses cached)`)
+  }
+  await Promise.all(last.map(([, , child]) => stopped(child)))
 } finally {
   // On a failure, no server is left running.
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill()
