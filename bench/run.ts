@@ -138,6 +138,8 @@ try {
     }
   }
   const baselineName = `baseline ${flags.baseline ?? ''}`
+  /** This build's webhook rows, each with the baseline's row of the same path. */
+  const counterparts = new Map([['webhook', baselineName], ['webhook, no shared Lease', 'baseline, no shared Lease']])
   /** The servers of one set, in their own processes, started and listening: name, origin, process. */
   const startSet = async (): Promise<[string, string, ChildProcess][]> => {
     const servers: [string, ChildProcess][] = [
@@ -160,8 +162,8 @@ try {
   const rounds = Number(process.env['BENCH_ROUNDS'] ?? 3)
   const sets = Number(process.env['BENCH_SETS'] ?? 1)
   const counts = [8, 32]
-  /** Per connection count and server, each set's figures against the empty handler's of that set. */
-  const summary = new Map<string, { throughput: number, p99: number, cpuVsBaseline: number }[]>()
+  /** Per connection count, per server, each set's figures against the empty handler's of that set. */
+  const summary = new Map(counts.map((count) => [count, new Map<string, { throughput: number, p99: number, cpuVsBaseline: number }[]>()]))
   let last: [string, string, ChildProcess][] = []
   for (let set = 1; set <= sets; set++) {
     const targets = await startSet()
@@ -196,19 +198,19 @@ try {
         const versus = name === 'empty' ? '' : `${(rate(name) / rate('empty')).toFixed(2).padStart(20)}x ${(p99(name) / p99('empty')).toFixed(2).padStart(6)}x ${(cpu(name) / cpu('empty')).toFixed(2).padStart(6)}x`
         console.log(`  ${name.padEnd(26)} ${String(count).padStart(11)} ${rate(name).toFixed(0).padStart(11)} ${p99(name).toFixed(2).padStart(8)} ${cpu(name).toFixed(0).padStart(17)} ${versus}`)
         if (name === 'empty') continue
-        const key = `${String(count)} ${name}`
-        const counterpart = name === 'webhook' ? baselineName : name === 'webhook, no shared Lease' ? 'baseline, no shared Lease' : undefined
+        const counterpart = counterparts.get(name)
         const cpuVsBaseline = counterpart !== undefined && runs.has(counterpart) ? cpu(name) / cpu(counterpart) : Number.NaN
-        const figures = summary.get(key) ?? []
+        const byServer = summary.get(count)
+        const figures = byServer?.get(name) ?? []
         figures.push({ throughput: rate(name) / rate('empty'), p99: p99(name) / p99('empty'), cpuVsBaseline })
-        summary.set(key, figures)
+        byServer?.set(name, figures)
       }
       // This build against the baseline round by round, each of its rounds divided by the baseline's
       // in the same round: the machine's drift between rounds, which moves a row of one run by up to
       // 0.1x, cancels. A process's own speed does not: two processes of the same code differed by
       // about a tenth, round after round (docs/benchmarks.md, "Ninth pass"), so one set compares one
       // pair of processes; BENCH_SETS compares several.
-      for (const [mine, theirs] of [['webhook', baselineName], ['webhook, no shared Lease', 'baseline, no shared Lease']] as const) {
+      for (const [mine, theirs] of counterparts) {
         const ours = runs.get(mine) ?? []
         const base = runs.get(theirs)
         if (base === undefined) continue
@@ -227,10 +229,8 @@ try {
     console.log(`\nover ${String(sets)} sets of processes (each set's ratio of means against that set's empty handler): median (min-max)`)
     console.log(`  server                     connections   throughput vs empty    p99 vs empty          goal met${checkout === undefined ? '' : '   CPU vs baseline, lower in'}`)
     const span = (values: number[]): string => `${median(values).toFixed(2)}x (${Math.min(...values).toFixed(2)}-${Math.max(...values).toFixed(2)})`
-    for (const count of counts) {
-      for (const [key, list] of summary) {
-        if (!key.startsWith(`${String(count)} `)) continue
-        const name = key.slice(String(count).length + 1)
+    for (const [count, byServer] of summary) {
+      for (const [name, list] of byServer) {
         const met = list.filter((figures) => figures.throughput >= 0.7 && figures.p99 <= 1.3).length
         const versus = list.map((figures) => figures.cpuVsBaseline).filter((ratio) => !Number.isNaN(ratio))
         const baselineColumn = versus.length === 0 ? '' : `${median(versus).toFixed(2)}x, ${String(versus.filter((ratio) => ratio < 1).length)} of ${String(versus.length)}`
