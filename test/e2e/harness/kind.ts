@@ -20,7 +20,13 @@
 //   (`docker exec <cluster>-control-plane`); the kubelet starts a new container for the static Pod at
 //   once. Moving /etc/kubernetes/manifests/kube-apiserver.yaml out and back would do the same, but
 //   leaves the cluster without an apiserver if the suite dies in between; a stopped container is
-//   always restarted. Returns once a new container runs and /readyz answers 200.
+//   always restarted. Returns once a new container runs, /readyz answers 200, and kube-controller-
+//   manager and kube-scheduler lead again: each exits when it cannot renew its leader Lease for its
+//   renew deadline (10 s), and the kubelet restarts it after a back-off that grows with every
+//   restart, so after a long outage the cluster has no Deployment, ReplicaSet or EndpointSlice
+//   controller and no scheduler for half a minute and more. A fault started in that window finds
+//   a deleted Pod's endpoint still in the Service (kube-apiserver dials it: "connection refused")
+//   and its replacement not scheduled: a fault of the control plane, not of the webhook.
 // - setPolicy: the policy ConfigMap the Deployment mounts (kustomize names it with a hash suffix, so
 //   it is found through the Deployment's "policy" volume) gets the new policy.yaml, then
 //   `kubectl rollout restart` and `rollout status`: a ConfigMap volume is refreshed by the kubelet
@@ -46,6 +52,8 @@ const deployment = 'servicecidr-guard'
 const service = 'servicecidr-guard-webhook'
 const podSelector = 'app.kubernetes.io/name=servicecidr-guard'
 const replicasAnnotation = 'e2e.servicecidr-guard.dev/replicas'
+/** The control plane's leader-elected components: their Leases in kube-system, named after them. */
+const leaders = ['kube-controller-manager', 'kube-scheduler']
 
 export class KindHarness implements Harness, ReplicaFaults {
   readonly name = 'kind'
@@ -161,6 +169,25 @@ export class KindHarness implements Harness, ReplicaFaults {
       return now !== '' && !before.split('\n').includes(now.split('\n')[0] ?? '')
     }, { timeoutMs: 180_000, intervalMs: 1000 })
     await this.cluster.waitApiserverReady(180_000)
+    await this.waitLeaders(Date.now())
+  }
+
+  /**
+   * Until every component of `leaders` has renewed its Lease at or after `since` (the node shares
+   * this machine's clock): a leader that renews through the new kube-apiserver keeps leading, one
+   * that gave up has exited, and its Lease stays as it was until the restarted process takes it.
+   */
+  private async waitLeaders(since: number): Promise<void> {
+    const renewedAt = async (name: string): Promise<number> => {
+      const response = await this.cluster.raw('GET', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${name}`)
+      if (response.status !== 200) return Number.NEGATIVE_INFINITY
+      const renewTime = (JSON.parse(response.text) as { spec?: { renewTime?: string } }).spec?.renewTime
+      return renewTime === undefined ? Number.NEGATIVE_INFINITY : Date.parse(renewTime)
+    }
+    await poll(`${leaders.join(' and ')} to lead again after the kube-apiserver restart`, async () => {
+      const renewed = await Promise.all(leaders.map(renewedAt))
+      return renewed.every((time) => time >= since)
+    }, { timeoutMs: 180_000, intervalMs: 500 })
   }
 
   async setPolicy(yaml: string): Promise<void> {
