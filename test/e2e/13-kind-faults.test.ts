@@ -48,6 +48,19 @@ async function terminating(clusterClient: Cluster): Promise<string[]> {
 }
 
 /**
+ * The restarts of kube-system's containers, with when and why the last one ended: printed with a
+ * failed review, whose cause may be a controller or scheduler still restarting after a fault.
+ */
+async function controlPlaneRestarts(clusterClient: Cluster): Promise<string> {
+  const pods = (await clusterClient.core.listNamespacedPod({ namespace: 'kube-system' })).items
+  return pods.flatMap((pod) => (pod.status?.containerStatuses ?? []).map((status) => {
+    const ended = status.lastState?.terminated
+    const last = ended === undefined ? '' : ` (last ended ${ended.finishedAt?.toISOString() ?? '?'}: ${ended.reason ?? '?'})`
+    return `${status.name} ${String(status.restartCount)}${last}`
+  })).join(', ')
+}
+
+/**
  * Creates a ServiceCIDR in `cidr`, starts the load, deletes the ServiceCIDR (an admitted DELETE),
  * runs `fault`, and checks the outcome: no failed review, reviews admitted while the fault ran (or,
  * with `admittedDuring: false`, after it), the ServiceCIDR finalized, nothing left Terminating.
@@ -74,6 +87,7 @@ async function underLoad(t: Test, name: string, cidr: string, fault: () => Promi
   const line = `${name}: ${String(total.sent)} reviews sent, ${String(total.admitted)} admitted, ${String(total.failedReviews)} failed, ${String(total.apiserverUnavailable)} not answered by kube-apiserver (before/during/after: ${(['before', 'during', 'after'] as const).map((w) => `${String(windows[w].admitted)}/${String(windows[w].sent)}`).join(', ')} admitted/sent)`
   counts.push(line)
   t.comment(line)
+  if (total.failedReviews > 0) t.comment(`restarts in kube-system: ${await controlPlaneRestarts(cluster)}`)
   t.equal(total.failedReviews, 0, `0 failed reviews of admitted requests${failures.length > 0 ? `: ${failures.join('; ')}` : ''}`)
   t.ok(windows.before.admitted > 0, `reviews admitted before the fault (${String(windows.before.admitted)})`)
   if (admittedDuring) t.ok(windows.during.admitted > 0, `reviews admitted while the fault was under way (${String(windows.during.admitted)})`)
