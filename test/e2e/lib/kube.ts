@@ -2,13 +2,18 @@
 // requests for what the typed clients do not cover (networking.k8s.io/v1beta1, /metrics, /readyz,
 // namespace finalization), and the few waits and clean-ups every spec needs.
 
-import { ApiException, CoreV1Api, KubeConfig, NetworkingV1Api, type V1Service, type V1ServiceCIDR, type V1Status } from '@kubernetes/client-node'
+import { ApiException, CoreV1Api, KubeConfig, NetworkingV1Api, PatchStrategy, setHeaderOptions, type V1Service, type V1ServiceCIDR, type V1Status } from '@kubernetes/client-node'
 import { request as httpsRequest, type RequestOptions } from 'node:https'
 import { Fatal, poll } from './wait.ts'
 
 /** Every object a spec creates carries this label with the spec's name, so clean-up finds it. */
 export const specLabel = 'e2e.servicecidr-guard.dev/spec'
 export const finalizer = 'networking.k8s.io/service-cidr-finalizer'
+/**
+ * A finalizer of the suite's own: a ServiceCIDR that carries it stays Terminating after its delete
+ * until the spec removes it, whenever kube-controller-manager removes its own. Clean-up removes it.
+ */
+export const holdFinalizer = 'e2e.servicecidr-guard.dev/hold'
 export const webhookName = 'validate.servicecidr-guard.dev'
 /** The ValidatingWebhookConfiguration of config/webhook. */
 export const webhookConfigurationName = 'servicecidr-guard'
@@ -284,7 +289,29 @@ export class Cluster {
     await Promise.all(Array.from({ length: Math.min(16, queue.length) }, async () => {
       for (let name = queue.shift(); name !== undefined; name = queue.shift()) await this.deleteServiceCIDR(name, 0)
     }))
+    for (const name of names) await this.setHold(name, false)
     await poll(`the ${String(names.length)} ServiceCIDR(s) of ${spec} to be deleted`, async () => (await this.net.listServiceCIDR({ labelSelector: selector })).items.length === 0, { timeoutMs, intervalMs: 1000 })
+  }
+
+  /**
+   * Adds or removes holdFinalizer, by a metadata-only UPDATE (a JSON merge patch of the finalizers
+   * with the resourceVersion read, retried on a conflict with kube-controller-manager changing its
+   * own). No request if there is nothing to change, or no such ServiceCIDR.
+   */
+  async setHold(name: string, held: boolean): Promise<void> {
+    await poll(`${holdFinalizer} ${held ? 'on' : 'off'} ${name}`, async () => {
+      const current = await this.getServiceCIDR(name)
+      const finalizers = current?.metadata?.finalizers ?? []
+      if (current === undefined || finalizers.includes(holdFinalizer) === held) return true
+      const body = { metadata: { resourceVersion: current.metadata?.resourceVersion, finalizers: held ? [...finalizers, holdFinalizer] : finalizers.filter((entry) => entry !== holdFinalizer) } }
+      try {
+        await this.net.patchServiceCIDR({ name, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch))
+        return true
+      } catch (error) {
+        if (apiFailure(error)?.code === 409) return false
+        throw new Fatal(`${held ? 'adding' : 'removing'} ${holdFinalizer} on ServiceCIDR ${name}: ${error instanceof Error ? error.message : String(error)}`)
+      }
+    }, { timeoutMs: 30_000, intervalMs: 200 })
   }
 
   /** The webhook's registration, or undefined when it is not registered. */
