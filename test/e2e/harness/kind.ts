@@ -179,9 +179,9 @@ export class KindHarness implements Harness, ReplicaFaults {
    */
   private async waitLeaders(since: number): Promise<void> {
     const renewedAt = async (name: string): Promise<number> => {
-      const response = await this.cluster.raw('GET', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${name}`)
-      if (response.status !== 200) return Number.NEGATIVE_INFINITY
-      const renewTime = (JSON.parse(response.text) as { spec?: { renewTime?: string } }).spec?.renewTime
+      const { status, body } = await this.cluster.rawJSON('GET', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${name}`)
+      if (status !== 200) return Number.NEGATIVE_INFINITY
+      const renewTime = (body as { spec?: { renewTime?: string } }).spec?.renewTime
       return renewTime === undefined ? Number.NEGATIVE_INFINITY : Date.parse(renewTime)
     }
     await poll(`${leaders.join(' and ')} to lead again after the kube-apiserver restart`, async () => {

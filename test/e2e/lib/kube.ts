@@ -284,12 +284,14 @@ export class Cluster {
     const selector = `${specLabel}=${spec}`
     const services = await this.core.listNamespacedService({ namespace: serviceNamespace, labelSelector: selector })
     for (const service of services.items) await this.deleteService(service.metadata?.name ?? '')
-    const names = (await this.net.listServiceCIDR({ labelSelector: selector })).items.map((cidr) => cidr.metadata?.name ?? '')
+    const items = (await this.net.listServiceCIDR({ labelSelector: selector })).items
+    const names = items.map((cidr) => cidr.metadata?.name ?? '')
+    const held = items.filter((cidr) => cidr.metadata?.finalizers?.includes(holdFinalizer) === true).map((cidr) => cidr.metadata?.name ?? '')
     const queue = [...names]
     await Promise.all(Array.from({ length: Math.min(16, queue.length) }, async () => {
       for (let name = queue.shift(); name !== undefined; name = queue.shift()) await this.deleteServiceCIDR(name, 0)
     }))
-    for (const name of names) await this.setHold(name, false)
+    for (const name of held) await this.setHold(name, false)
     await poll(`the ${String(names.length)} ServiceCIDR(s) of ${spec} to be deleted`, async () => (await this.net.listServiceCIDR({ labelSelector: selector })).items.length === 0, { timeoutMs, intervalMs: 1000 })
   }
 
