@@ -75,11 +75,16 @@ function suggestion(policy: Policy, view: ClusterView | undefined, checked: read
   return ''
 }
 
-function admit(policy: Policy, view: ClusterView | undefined, name: string, cidrs: readonly string[], added: readonly string[]): Decision {
+/**
+ * Checks spec.cidrs from index firstAdded on: a CREATE adds every CIDR it names (0), an UPDATE
+ * that gains a second family adds spec.cidrs[1]. What is added is told by position, not by text:
+ * an UPDATE from [a] to [a, a] adds a second a, which validateSpec refuses as upstream does.
+ */
+function admit(policy: Policy, view: ClusterView | undefined, name: string, cidrs: readonly string[], firstAdded: number): Decision {
   const spec = validateSpec(cidrs)
-  // A CREATE adds every CIDR it names (decide passes the same array twice): all of spec counts, and
-  // no set of the added fields is built for each review.
-  const addedFields = added === cidrs ? undefined : new Set(cidrs.flatMap((text, index) => (added.includes(text) ? [`spec.cidrs[${index}]`] : [])))
+  const added = firstAdded === 0 ? cidrs : cidrs.slice(firstAdded)
+  // For a CREATE all of spec counts, and no set of the added fields is built for each review.
+  const addedFields = firstAdded === 0 ? undefined : new Set(added.map((_, index) => `spec.cidrs[${firstAdded + index}]`))
   const checked = addedFields === undefined ? spec.parsed : spec.parsed.filter(({ field }) => addedFields.has(field))
   const violations = addedFields === undefined ? spec.violations : spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
   const context = { policy, name, checked }
@@ -171,20 +176,20 @@ export function decide(policy: Policy, view: ClusterView | undefined, request: R
   switch (operation) {
     case 'CREATE':
       if (object === undefined) return enforce(policy, `ServiceCIDR "${name}"`, [{ rule: 'ValidCIDR', field: 'object', message: 'the request carries no object' }], [], '')
-      return admit(policy, view, name, object.cidrs, object.cidrs)
+      return admit(policy, view, name, object.cidrs, 0)
     case 'UPDATE': {
       if (object === undefined || oldObject === undefined) {
         return enforce(policy, `ServiceCIDR "${name}"`, [{ rule: 'ValidCIDR', field: 'object', message: 'the UPDATE request carries no object or no oldObject' }], [], '')
       }
       // CIDRs are immutable except that a single-CIDR ServiceCIDR may gain the other family
-      // (ValidateServiceCIDRUpdate, https://issues.k8s.io/131261): only what is added is checked.
+      // (ValidateServiceCIDRUpdate, https://issues.k8s.io/131261): only what is added is checked,
+      // and the whole new spec is validated as upstream's validateServiceCIDRSpec does then.
       // Metadata-only updates, such as kube-controller-manager's finalizer patches, always pass:
       // refusing them would leave a ServiceCIDR Terminating forever.
       const changed = validateUpdate(oldObject.cidrs, object.cidrs)
       if (changed.length > 0) return enforce(policy, `ServiceCIDR "${name}"`, changed, object.cidrs, '')
-      const added = object.cidrs.filter((cidr) => !oldObject.cidrs.includes(cidr))
-      if (added.length === 0) return allow('MetadataOnly')
-      return admit(policy, view, name, object.cidrs, added)
+      if (object.cidrs.length === oldObject.cidrs.length) return allow('MetadataOnly')
+      return admit(policy, view, name, object.cidrs, oldObject.cidrs.length)
     }
     case 'DELETE': {
       // kube-apiserver sends the object being deleted as oldObject; fall back to the cache.

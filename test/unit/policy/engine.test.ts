@@ -320,6 +320,16 @@ const cases: Case[] = [
     violations: [['ValidCIDR', 'spec.cidrs']],
   },
   {
+    // ValidateServiceCIDRUpdate validates the whole new spec when a second CIDR is added: the same
+    // CIDR twice is two of one family. Found comparing with upstream: it was "MetadataOnly".
+    name: 'UPDATE repeating its only CIDR is refused, not a metadata-only update',
+    request: update('extra', ['10.100.0.0/24'], ['10.100.0.0/24', '10.100.0.0/24']),
+    allowed: false,
+    violations: [['ValidCIDR', 'spec.cidrs']],
+    message: ['spec.cidrs: Invalid value: may specify no more than one IP for each IP family'],
+    cidrs: ['10.100.0.0/24'],
+  },
+  {
     name: 'UPDATE adding a CIDR before the cache synced fails closed',
     cluster: 'unsynced',
     request: update('extra', ['10.100.0.0/24'], ['10.100.0.0/24', 'fd00:10:100::/112']),
