@@ -3,16 +3,13 @@
 // whose answer a denial message suggests.
 
 import { Command, InvalidArgumentError, Option } from 'commander'
-import { allocatableSize, familyWidth, type Family } from '../policy/ip.ts'
+import { allocatableSize, familyWidth, shortestIPv6ServiceCIDR, type Family } from '../policy/ip.ts'
 import { findFreePrefix, prefixLengthFor, privateRanges } from '../policy/plan.ts'
 import type { ClusterView, Policy } from '../policy/types.ts'
 import { exitCodes, UsageError } from './errors.ts'
 import { loadCluster, loadPolicy, repeatable } from './input.ts'
 import type { CommandContext } from './io.ts'
 import { formatPlan, outputOption, type Format, type PlanResult } from './output.ts'
-
-/** The allocator refuses IPv6 ServiceCIDRs shorter than this (kubernetes pkg/registry/core/service/ipallocator). */
-const shortestIPv6 = 64
 
 export function planRange(policy: Policy, view: ClusterView, family: Family, request: PlanResult['request']): PlanResult {
   const fromPolicy = policy.allowedRanges !== undefined
@@ -27,7 +24,7 @@ export function planRange(policy: Policy, view: ClusterView, family: Family, req
 
   const search = (bits: number): PlanResult => {
     if (bounds !== undefined && (bits < bounds.min || bits > bounds.max)) return none(bits, `/${bits} is outside the policy's ${family} bounds, /${bounds.min} to /${bounds.max}`)
-    if (family === 'IPv6' && bits < shortestIPv6) return none(bits, `the allocator refuses IPv6 ServiceCIDRs shorter than /${shortestIPv6}`)
+    if (family === 'IPv6' && bits < shortestIPv6ServiceCIDR) return none(bits, `the allocator refuses IPv6 ServiceCIDRs shorter than /${shortestIPv6ServiceCIDR}`)
     if (searched.ranges.length === 0) return none(bits, `the policy's allowedRanges hold no ${family} range`)
     const cidr = findFreePrefix(policy, view, family, bits)
     if (cidr === undefined) {

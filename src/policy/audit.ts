@@ -11,9 +11,12 @@ export interface Utilisation {
   readonly cidr: Prefix
   /** Allocator-managed IPAddresses inside the CIDR's allocatable range. */
   readonly inUse: number
-  /** allocatableSize: what the allocator can hand out (network and IPv4 broadcast excluded). */
+  /**
+   * allocatableSize: what the allocator can hand out (network and IPv4 broadcast excluded; nothing
+   * from an IPv6 CIDR shorter than /64, which the allocator refuses).
+   */
   readonly usable: bigint
-  /** inUse / usable in percent, rounded to one decimal; undefined when nothing is usable (IPv4 /31, /32). */
+  /** inUse / usable in percent, rounded to one decimal; undefined when nothing is usable (IPv4 /31, /32, IPv6 shorter than /64). */
   readonly percent: number | undefined
 }
 

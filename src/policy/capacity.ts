@@ -1,9 +1,10 @@
 // How many Service addresses the cluster can still hand out, per family: the union of what every
 // ServiceCIDR that is not Terminating can allocate, less the allocator-managed IPAddresses in it.
 // Overlapping ranges are counted once. The kube-apiserver allocator takes addresses only from
-// ServiceCIDRs that are not being deleted (pkg/registry/core/service/ipallocator/cidrallocator.go).
+// ServiceCIDRs that are not being deleted (pkg/registry/core/service/ipallocator/cidrallocator.go),
+// and never from an IPv6 CIDR shorter than /64, which NewIPAllocator refuses.
 
-import { allocatableRange, type Family } from './ip.ts'
+import { allocatableRange, allocates, type Family } from './ip.ts'
 import type { ClusterView, Policy } from './types.ts'
 
 export interface Capacity {
@@ -40,8 +41,9 @@ export function capacity(view: ClusterView, family: Family, without?: string): C
   for (const record of view.serviceCIDRs()) {
     if (record.deleting || record.name === without) continue
     for (const prefix of record.cidrs) {
+      if (prefix.family !== family || !allocates(prefix)) continue
       const range = allocatableRange(prefix)
-      if (prefix.family === family && range.first <= range.last) ranges.push({ ...range })
+      if (range.first <= range.last) ranges.push({ ...range })
     }
   }
   let usable = 0n

@@ -2,6 +2,7 @@
 // clock, no logger. The webhook and the command line both call `decide`, so they cannot disagree.
 
 import { capacityWarnings } from './capacity.ts'
+import { shortestIPv6ServiceCIDR } from './ip.ts'
 import { findFreePrefix } from './plan.ts'
 import { allowedRanges } from './rules/allowed-ranges.ts'
 import { deniedRanges } from './rules/denied-ranges.ts'
@@ -65,8 +66,10 @@ function suggestion(policy: Policy, view: ClusterView | undefined, checked: read
   if (view === undefined) return ''
   for (const { field, prefix } of checked) {
     if (!violations.some((violation) => violation.field === field && fixableByAnotherRange.has(violation.rule))) continue
+    // The same size, within the policy's bounds, and never an IPv6 range the allocator refuses.
     const bounds = policy.prefixLength[prefix.family]
-    const bits = bounds === undefined ? prefix.bits : Math.min(Math.max(prefix.bits, bounds.min), bounds.max)
+    const wanted = prefix.family === 'IPv6' ? Math.max(prefix.bits, shortestIPv6ServiceCIDR) : prefix.bits
+    const bits = bounds === undefined ? wanted : Math.min(Math.max(wanted, bounds.min), bounds.max)
     const free = findFreePrefix(policy, view, prefix.family, bits)
     return free === undefined
       ? ` No free ${prefix.family} /${bits} is left that the policy admits; ask the platform team for more room.`

@@ -298,5 +298,16 @@ export function hostsPerNetwork(family: Family, bits: number): bigint {
   return size > 0n ? size : 0n
 }
 
-/** How many addresses the prefix can allocate (see hostsPerNetwork). */
-export const allocatableSize = (prefix: Prefix): bigint => hostsPerNetwork(prefix.family, prefix.bits)
+/**
+ * The shortest IPv6 ServiceCIDR that kube-apiserver allocates from: `NewIPAllocator` in kubernetes
+ * pkg/registry/core/service/ipallocator/ipallocator.go refuses a shorter one ("shortest allowed
+ * prefix length for service CIDR is 64"), and cidrallocator.go's syncAllocators then skips it. The
+ * ServiceCIDR is valid and exists, but no Service ever gets an address from it.
+ */
+export const shortestIPv6ServiceCIDR = 64
+
+/** Whether kube-apiserver's allocator hands out addresses from the prefix (see shortestIPv6ServiceCIDR). */
+export const allocates = (prefix: Prefix): boolean => prefix.family === 'IPv4' || prefix.bits >= shortestIPv6ServiceCIDR
+
+/** How many addresses the prefix can allocate (see hostsPerNetwork): none from a prefix the allocator refuses. */
+export const allocatableSize = (prefix: Prefix): bigint => (allocates(prefix) ? hostsPerNetwork(prefix.family, prefix.bits) : 0n)

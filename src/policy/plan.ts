@@ -1,6 +1,6 @@
 // Finding a free range: the first CIDR of a given size that the policy would admit.
 
-import { familyWidth, hostsPerNetwork, makePrefix, mustParseCIDR, type Family, type Prefix } from './ip.ts'
+import { familyWidth, hostsPerNetwork, makePrefix, mustParseCIDR, shortestIPv6ServiceCIDR, type Family, type Prefix } from './ip.ts'
 import type { ClusterView, Policy, PrefixBounds } from './types.ts'
 
 /**
@@ -65,11 +65,13 @@ function firstAlignedBlock(space: Prefix, a: readonly Interval[], b: readonly In
 
 /**
  * The first free CIDR of `bits` length in `family`: inside spec.allowedRanges (in policy order),
- * outside spec.deniedRanges, and overlapping no existing or just-admitted ServiceCIDR.
+ * outside spec.deniedRanges, and overlapping no existing or just-admitted ServiceCIDR. Never an IPv6
+ * prefix shorter than the allocator takes addresses from (shortestIPv6ServiceCIDR).
  */
 export function findFreePrefix(policy: Policy, view: ClusterView, family: Family, bits: number): Prefix | undefined {
   const bounds = policy.prefixLength[family]
   if (bits > familyWidth(family) || (bounds !== undefined && (bits < bounds.min || bits > bounds.max))) return undefined
+  if (family === 'IPv6' && bits < shortestIPv6ServiceCIDR) return undefined
   // The existing ServiceCIDRs come sorted from the view; the few others are sorted here.
   const existing = view.cidrsInOrder(family).map((entry) => entry.prefix)
   const others = [...policy.deniedRanges, ...[...view.pendingServiceCIDRs()].flatMap((record) => record.cidrs)]

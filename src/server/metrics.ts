@@ -77,7 +77,7 @@ export class Metrics {
     })
     new Gauge({
       name: `${prefix}servicecidr_usable_addresses`,
-      help: 'Addresses a ServiceCIDR can allocate (network and IPv4 broadcast excluded).',
+      help: 'Addresses a ServiceCIDR can allocate (network and IPv4 broadcast excluded; none from an IPv6 CIDR shorter than /64, which the allocator refuses).',
       labelNames: ['servicecidr', 'cidr'],
       registers,
       collect() {

@@ -59,6 +59,8 @@ t.test('utilisation counts allocator-managed addresses in the allocatable range,
   t.strictSame(utilisation(cluster, prefix('10.0.0.0/29')), { cidr: prefix('10.0.0.0/29'), inUse: 2, usable: 6n, percent: 33.3 })
   t.equal(utilisation(cluster, prefix('fd00::/64')).percent, 0, 'a tiny share of an IPv6 /64 rounds to 0.0')
   t.equal(utilisation(cluster, prefix('fd00::/64')).usable, (1n << 64n) - 1n)
+  // NewIPAllocator refuses IPv6 ServiceCIDRs shorter than /64: they exist, and allocate nothing.
+  t.strictSame(utilisation(cluster, prefix('fd00::/48')), { cidr: prefix('fd00::/48'), inUse: 1, usable: 0n, percent: undefined })
   // Rounded to the nearest tenth (an exact half cannot occur: usable sizes are 2^n - 1 or 2^n - 2).
   const one = (ip: string, cidr: string): number | undefined => utilisation(state({}, [ip]), prefix(cidr)).percent
   t.equal(one('10.0.0.1', '10.0.0.0/29'), 16.7)

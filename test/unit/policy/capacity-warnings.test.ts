@@ -25,6 +25,18 @@ t.test('a family below its threshold warns once, with the figures', (t) => {
   t.end()
 })
 
+t.test('an IPv6 range shorter than /64 adds no capacity: the warning still comes', (t) => {
+  // The /48 is valid, but NewIPAllocator refuses it: IPv6 Services fail with "range is full".
+  const sixFull = cluster({
+    serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28', 'fd00:10:96::/124'), serviceCIDR('wide', 'fd00:20::/48')],
+    ipAddresses: Array.from({ length: 15 }, (_, i) => serviceIP(`fd00:10:96::${(i + 1).toString(16)}`, 'default', `svc-${i}`)),
+  })
+  t.same(capacityWarnings(watchful, sixFull, ['IPv6']), [
+    'servicecidr-guard: only 0 of 15 IPv6 Service addresses are free in this cluster (the policy warns below 100); add a ServiceCIDR before Services fail with "range is full"',
+  ])
+  t.end()
+})
+
 t.test('an allowed DELETE warns about the capacity left once the range is gone', (t) => {
   const decision = decide(watchful, full, remove('extra', ['34.118.224.0/28']))
   t.equal(decision.allowed, true)

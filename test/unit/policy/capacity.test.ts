@@ -41,6 +41,22 @@ const cases = [
     expected: { usable: 255n, used: 1n, free: 254n },
   },
   {
+    // NewIPAllocator refuses the /48 ("shortest allowed prefix length for service CIDR is 64"):
+    // the ServiceCIDR exists, but Services still fail with "range is full" once the /124 is.
+    name: 'an IPv6 range shorter than /64 allocates nothing',
+    serviceCIDRs: [serviceCIDR('kubernetes', 'fd00:10:96::/124'), serviceCIDR('wide', 'fd00:20::/48'), serviceCIDR('widest', 'fd00:30::/63')],
+    ipAddresses: Array.from({ length: 15 }, (_, i) => serviceIP(`fd00:10:96::${(i + 1).toString(16)}`, 'default', `svc-${i}`)),
+    family: 'IPv6',
+    expected: { usable: 15n, used: 15n, free: 0n },
+  },
+  {
+    name: 'an IPv6 /64 is the shortest the allocator takes addresses from',
+    serviceCIDRs: [serviceCIDR('kubernetes', 'fd00:10:96::/64')],
+    ipAddresses: [serviceIP('fd00:10:96::1', 'default', 'kubernetes')],
+    family: 'IPv6',
+    expected: { usable: 2n ** 64n - 1n, used: 1n, free: 2n ** 64n - 2n },
+  },
+  {
     name: 'no ranges of the family',
     serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28')],
     ipAddresses: [],

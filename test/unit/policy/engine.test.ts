@@ -225,6 +225,14 @@ const cases: Case[] = [
     message: ['spec.cidrs[1] fd00:10:96::/120 overlaps ServiceCIDR "kubernetes" (fd00:10:96::/112)', 'fd00:10::/120 is free'],
   },
   {
+    // NewIPAllocator refuses IPv6 ServiceCIDRs shorter than /64: a free /48 would allocate nothing.
+    name: 'an IPv6 range shorter than /64 is answered with a free /64, never a range the allocator refuses',
+    request: create('wide', ['fd00:10:96::/48']),
+    allowed: false,
+    violations: [['Overlap', 'spec.cidrs[0]']],
+    message: ['spec.cidrs[0] fd00:10:96::/48 overlaps ServiceCIDR "kubernetes" (fd00:10:96::/112)', 'fd00:10::/64 is free'],
+  },
+  {
     name: 'two CIDRs of one family',
     request: create('double', ['10.102.0.0/24', '10.103.0.0/24']),
     allowed: false,
