@@ -48,6 +48,7 @@ export function viewWithout(view: ClusterView, name: string): ClusterView {
     pendingServiceCIDRs: () => view.pendingServiceCIDRs(),
     pendingServiceCIDR: (other) => view.pendingServiceCIDR(other),
     addressesBetween: (family, first, last) => view.addressesBetween(family, first, last),
+    mislabelledAddresses: () => view.mislabelledAddresses(),
   }
 }
 

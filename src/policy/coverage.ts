@@ -4,21 +4,24 @@
 //
 //  1. If every CIDR of the ServiceCIDR is contained (equal or shorter prefix) by a CIDR of another
 //     ServiceCIDR, nothing can be orphaned (servicecidr.ContainsPrefix).
-//  2. Otherwise an IPAddress managed by the allocator (label managed-by: ipallocator.k8s.io, and the
-//     ip-family label of the CIDR's family) blocks the deletion when this ServiceCIDR is the only
-//     one containing it (servicecidr.ContainsAddress), where "containing" leaves out the network
-//     address and the IPv4 broadcast address (PrefixContainsIP).
+//  2. Otherwise, for each CIDR, the IPAddresses labelled managed-by: ipallocator.k8s.io and
+//     ip-family of the CIDR's family are listed, and one blocks the deletion when this
+//     ServiceCIDR is the only one containing its address (servicecidr.ContainsAddress, which looks
+//     in every CIDR of every ServiceCIDR), where "containing" leaves out the network address and
+//     the IPv4 broadcast address (PrefixContainsIP). The allocator labels an address with its own
+//     family; a hand-made one labelled with the other family is listed in the other family's pass,
+//     and blocks only a dual-stack ServiceCIDR (the one whose other CIDR contains it).
 //
 // Upstream scans every IPAddress of the family; the view answers range counts from a sorted index
 // instead, so the cost does not grow with the number of addresses.
 
-import { allocatableRange, type Prefix } from './ip.ts'
+import { allocatableRange, prefixContainsAddress, type Prefix } from './ip.ts'
 import type { ClusterView, IPAddressRecord, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
 
 export interface Orphans {
   /** How many IPAddresses only this ServiceCIDR contains. */
   readonly count: number
-  /** The first few of them, in address order. */
+  /** The first few of them: in address order for each CIDR, then any labelled with the other family. */
   readonly sample: readonly IPAddressRecord[]
   /** The CIDRs of the ServiceCIDR that hold them (one per family at most). */
   readonly blocked: readonly Prefix[]
@@ -73,6 +76,17 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
         const gapAddresses = view.addressesBetween(prefix.family, gap.first, gap.last)
         for (let i = 0; i < gapAddresses.length && sample.length < sampleSize; i++) sample.push(gapAddresses.at(i))
       }
+    }
+  }
+  // Addresses labelled with the other family: listed only if the ServiceCIDR has a CIDR of the
+  // labelled family, and contained only by a CIDR of the address's own: both, so dual-stack.
+  if (target.cidrs.length === 2 && target.cidrs[0]?.family !== target.cidrs[1]?.family) {
+    for (const record of view.mislabelledAddresses()) {
+      const prefix = target.cidrs.find((own) => prefixContainsAddress(own, record))
+      if (prefix === undefined || others(prefix).some((entry) => prefixContainsAddress(entry.prefix, record))) continue
+      count++
+      if (!blocked.includes(prefix)) blocked.push(prefix)
+      if (sample.length < sampleSize) sample.push(record)
     }
   }
   return { count, sample, blocked }

@@ -47,5 +47,6 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     pendingServiceCIDRs: () => pending,
     pendingServiceCIDR: (name: string) => pending.find((record) => record.name === name),
     addressesBetween: (family, first, last): AddressRange => view.addressesBetween(family, first, last),
+    mislabelledAddresses: () => view.mislabelledAddresses(),
   }
 }

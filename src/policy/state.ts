@@ -90,11 +90,19 @@ export function toIPAddressRecord(object: ObjectLike, pool: Pick<StringPool, 'ge
 }
 
 /**
- * Whether canDeleteCIDR would list this IPAddress: it selects on the labels managed-by:
- * ipallocator.k8s.io and ip-family (the family of the CIDR it checks).
+ * Whether canDeleteCIDR would list this IPAddress while checking a CIDR of its own family: it
+ * selects on the labels managed-by: ipallocator.k8s.io and ip-family (the family of the CIDR it checks).
  */
 export const allocatorManaged = (record: IPAddressRecord): boolean =>
   record.managed && record.familyLabel === record.family
+
+/**
+ * An allocator-managed IPAddress labelled with the other family. The allocator never writes one;
+ * a hand-made one is listed by canDeleteCIDR while it checks a CIDR of the family the label names
+ * (see ClusterView.mislabelledAddresses).
+ */
+export const mislabelled = (record: IPAddressRecord): boolean =>
+  record.managed && record.familyLabel !== record.family && (record.familyLabel === 'IPv4' || record.familyLabel === 'IPv6')
 
 /** Allocator-managed IPAddresses of one family, kept sorted by address for range queries. */
 class AddressIndex {
@@ -258,6 +266,7 @@ export class ClusterState implements ClusterView {
   private readonly placed = new Map<string, PlacedCIDR[]>()
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
+  private readonly otherFamilyLabel = new Map<string, IPAddressRecord>()
   private readonly pending = new Map<string, Pending>()
   private serviceCIDRRevision = 0
 
@@ -303,6 +312,10 @@ export class ClusterState implements ClusterView {
 
   addressesBetween(family: Family, first: bigint, last: bigint): AddressRange {
     return this.index[family].between(first, last)
+  }
+
+  mislabelledAddresses(): readonly IPAddressRecord[] {
+    return [...this.otherFamilyLabel.values()]
   }
 
   ipAddresses(): Iterable<IPAddressRecord> {
@@ -352,6 +365,7 @@ export class ClusterState implements ClusterView {
     this.removeIPAddress(record.name)
     this.addresses.set(record.name, record)
     if (allocatorManaged(record)) this.index[record.family].insert(record)
+    else if (mislabelled(record)) this.otherFamilyLabel.set(record.name, record)
   }
 
   removeIPAddress(name: string): void {
@@ -359,14 +373,17 @@ export class ClusterState implements ClusterView {
     if (old === undefined) return
     this.addresses.delete(name)
     if (allocatorManaged(old)) this.index[old.family].remove(old)
+    this.otherFamilyLabel.delete(name)
   }
 
   replaceIPAddresses(records: Iterable<IPAddressRecord>): void {
     this.addresses.clear()
+    this.otherFamilyLabel.clear()
     for (const record of records) this.addresses.set(record.name, record)
     const byFamily: Record<Family, IPAddressRecord[]> = { IPv4: [], IPv6: [] }
     for (const record of this.addresses.values()) {
       if (allocatorManaged(record)) byFamily[record.family].push(record)
+      else if (mislabelled(record)) this.otherFamilyLabel.set(record.name, record)
     }
     this.index.IPv4.load(byFamily.IPv4)
     this.index.IPv6.load(byFamily.IPv6)

@@ -83,6 +83,13 @@ export interface ClusterView {
    */
   addressesBetween(family: Family, first: bigint, last: bigint): AddressRange
   /**
+   * Allocator-managed IPAddresses whose ip-family label names the other family. The allocator never
+   * writes one, so there are few (hand-made); addressesBetween leaves them out, but canDeleteCIDR
+   * still lists one while checking a CIDR of the labelled family, and then looks its address up in
+   * every CIDR: a dual-stack ServiceCIDR's deletion counts them.
+   */
+  mislabelledAddresses(): readonly IPAddressRecord[]
+  /**
    * Changes whenever the ServiceCIDRs the view holds change (added, updated or removed, as the watch
    * shows them); not for pending ones. Two reads of one view at the same revision hold the same
    * ServiceCIDRs. A view without it is never taken to be unchanged.

@@ -2,7 +2,6 @@ import t from 'tap'
 import { orphanedAddresses } from '../../../src/policy/coverage.ts'
 import { decide } from '../../../src/policy/engine.ts'
 import { containsPrefix, prefixContainsAddress } from '../../../src/policy/ip.ts'
-import { allocatorManaged } from '../../../src/policy/state.ts'
 import type { IPAddressRecord, ServiceCIDRRecord } from '../../../src/policy/types.ts'
 import { cluster, ipAddress, policy, remove, serviceCIDR, terminating } from '../../support/fixtures.ts'
 
@@ -120,6 +119,24 @@ void t.test('orphanedAddresses: which addresses block, how many, which are shown
       cidrs: [kubernetes('10.96.0.0/24'), serviceCIDR('v6', 'fd00::/112')],
       ips: [ipAddress('fd00::10', { family: 'IPv4' })],
       target: kubernetes('10.96.0.0/24'),
+      count: 0,
+      sample: [],
+    },
+    {
+      // canDeleteCIDR lists it in its IPv4 pass (by label), then ContainsAddress finds it in the IPv6
+      // CIDR: checked against the compiled upstream code, which blocks. It was missed before.
+      name: 'dual-stack: an IPv6 address labelled IPv4 is listed in the IPv4 pass and blocks through the IPv6 CIDR',
+      cidrs: [kubernetes('10.96.0.0/24', 'fd00::/112')],
+      ips: [ipAddress('fd00::5', { family: 'IPv4' }), ipAddress('10.96.0.7', { family: 'IPv6' }), ipAddress('fd00::6', { family: 'IPv4', managedBy: undefined })],
+      target: kubernetes('10.96.0.0/24', 'fd00::/112'),
+      count: 2,
+      sample: ['fd00::5', '10.96.0.7'],
+    },
+    {
+      name: 'dual-stack: a mislabelled address another ServiceCIDR also contains does not block',
+      cidrs: [kubernetes('10.96.0.0/24', 'fd00::/112'), serviceCIDR('v6', 'fd00::/120')],
+      ips: [ipAddress('fd00::5', { family: 'IPv4' })],
+      target: kubernetes('10.96.0.0/24', 'fd00::/112'),
       count: 0,
       sample: [],
     },
@@ -274,15 +291,17 @@ void t.test('orphanedAddresses names only the CIDRs that hold orphans, and the d
 })
 
 /**
- * canDeleteCIDR as written upstream, one address at a time: the addresses, of a family the target
- * has, that only the target contains.
+ * canDeleteCIDR as written upstream, one address at a time: for each CIDR of the target, the
+ * allocator-managed addresses labelled with that CIDR's family, kept when only the target contains
+ * them (in any of its CIDRs).
  */
 function reference(serviceCIDRs: readonly ServiceCIDRRecord[], addresses: readonly IPAddressRecord[], target: ServiceCIDRRecord): string[] {
   const all = [...serviceCIDRs.filter((record) => record.name !== target.name), target]
   const hasParent = target.cidrs.every((prefix) => all.some((record) => record.name !== target.name && record.cidrs.some((cidr) => containsPrefix(cidr, prefix))))
   if (hasParent) return []
+  const families = new Set<string>(target.cidrs.map((cidr) => cidr.family))
   return addresses
-    .filter(allocatorManaged)
+    .filter((address) => address.managed && address.familyLabel !== undefined && families.has(address.familyLabel))
     .filter((address) => {
       const containing = all.filter((record) => record.cidrs.some((cidr) => prefixContainsAddress(cidr, address)))
       return containing.length === 1 && containing[0]?.name === target.name
@@ -310,7 +329,10 @@ void t.test('orphanedAddresses agrees with a one-address-at-a-time canDeleteCIDR
     for (let i = random(600); i > 0; i--) {
       const offset = random(512)
       const name = random(2) === 0 ? `10.0.${offset >> 8}.${offset & 255}` : `2001:db8::${offset.toString(16)}`
-      addresses.set(name, ipAddress(name, random(10) === 0 ? { managedBy: undefined } : {}))
+      // Mostly as the allocator writes them; some unmanaged, some labelled with the other family or none.
+      const odd = random(20)
+      const options = odd === 0 ? { managedBy: undefined } : odd === 1 ? { family: name.includes(':') ? 'IPv4' as const : 'IPv6' as const } : odd === 2 ? { family: undefined } : {}
+      addresses.set(name, ipAddress(name, options))
     }
     const view = cluster({ serviceCIDRs: records, ipAddresses: [...addresses.values()] })
     const want = reference(records, [...addresses.values()], target)
