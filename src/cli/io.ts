@@ -2,6 +2,7 @@
 // output and exit code. processIO() is the real thing; main.ts is the only caller.
 
 import { readFile } from 'node:fs/promises'
+import { exitCodes } from './errors.ts'
 import type { ClusterState } from '../policy/state.ts'
 import { contextNames, describeClusterError, loadKubeConfig, serverOf, withContext } from '../cluster/kube.ts'
 import { applyClusterPolicyReport } from '../cluster/reports.ts'
@@ -64,7 +65,21 @@ async function withCluster<T>(target: ClusterTarget, call: (kubeConfig: ReturnTy
   }
 }
 
+/**
+ * A failed write to standard output (a full disk, a reader gone: `| head`) ends the run with exit 2
+ * and one line, never a stack trace: exit 1 would read as "a request denied". A reader that went
+ * away on purpose (EPIPE) gets no message; standard error has nowhere to report its own failures.
+ */
+function onOutputErrors(): void {
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') process.stderr.write(`servicecidr-guard: cannot write standard output: ${error.message}\n`)
+    process.exit(exitCodes.usage)
+  })
+  process.stderr.on('error', () => undefined)
+}
+
 export function processIO(): CommandIO {
+  onOutputErrors()
   // Standard input can be read once; a second `-` gets the same text.
   let stdin: Promise<string> | undefined
   return {
