@@ -73,15 +73,24 @@ export class ListError extends Error {
   }
 }
 
-/** The message of a Kubernetes Status object in `text`, else the start of the text itself. */
+/**
+ * `text` as one line of at most `max` characters: whitespace runs (the lines of a proxy's HTML
+ * error page) become one space. Errors are printed one a line, and a fleet audit one a row.
+ */
+export function oneLine(text: string, max = 200): string {
+  const line = text.replace(/\s+/g, ' ').trim()
+  return line.length <= max ? line : `${line.slice(0, max - 1).trimEnd()}…`
+}
+
+/** The message of a Kubernetes Status object in `text`, else the start of the text itself; one line. */
 export function statusMessage(text: string): string {
   try {
     const parsed = JSON.parse(text) as { message?: unknown }
-    if (typeof parsed.message === 'string') return parsed.message
+    if (typeof parsed.message === 'string') return oneLine(parsed.message, 1000)
   } catch {
     // not a Status: fall through to the raw text
   }
-  return text.slice(0, 200).trim()
+  return oneLine(text)
 }
 
 /**

@@ -2,7 +2,7 @@
 // and which namespace this process runs in.
 
 import { ApiException, KubeConfig } from '@kubernetes/client-node'
-import { ListError } from './api.ts'
+import { ListError, statusMessage } from './api.ts'
 import { readFileSync } from 'node:fs'
 
 export function loadKubeConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env): KubeConfig {
@@ -42,14 +42,9 @@ export const serverOf = (kubeConfig: KubeConfig): string => kubeConfig.getCurren
 export function describeClusterError(error: unknown, server: string, timeoutMs?: number): string {
   if (error instanceof ApiException) {
     const body: unknown = error.body
-    let message = typeof body === 'string' ? body : ''
-    if (typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string') message = body.message
-    try {
-      message = (JSON.parse(message) as { message?: string }).message ?? message
-    } catch {
-      // Not a Status object: keep the text.
-    }
-    return `${server}: HTTP ${String(error.code)}${message === '' ? '' : `: ${message.trim()}`}`
+    const text = typeof body === 'string' ? body : typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string' ? body.message : ''
+    const message = statusMessage(text)
+    return `${server}: HTTP ${String(error.code)}${message === '' ? '' : `: ${message}`}`
   }
   if (error instanceof ListError && error.status !== undefined) {
     return `${server}: HTTP ${String(error.status)}${error.detail === undefined || error.detail === '' ? '' : `: ${error.detail}`}`

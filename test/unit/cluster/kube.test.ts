@@ -2,6 +2,7 @@
 // client made the request.
 
 import t from 'tap'
+import { ApiException } from '@kubernetes/client-node'
 import { ListError, statusMessage } from '../../../src/cluster/api.ts'
 import { describeClusterError } from '../../../src/cluster/kube.ts'
 
@@ -18,6 +19,28 @@ t.test('statusMessage: the Status message, else the start of the text', (t) => {
   t.equal(statusMessage(forbidden), 'ipaddresses.networking.k8s.io is forbidden: User "system:serviceaccount:default:nobody" cannot list resource "ipaddresses"')
   t.equal(statusMessage('upstream connect error\n'), 'upstream connect error')
   t.equal(statusMessage('x'.repeat(300)).length, 200)
+  t.end()
+})
+
+// A load balancer or auth proxy in front of the apiserver answers with a page of HTML: one line,
+// so that an error stays one line and a fleet audit one row a cluster.
+const badGateway = '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n'
+
+t.test('statusMessage: a body of many lines reads as one', (t) => {
+  t.equal(statusMessage(badGateway), '<html> <head><title>502 Bad Gateway</title></head> <body> <center><h1>502 Bad Gateway</h1></center> <hr><center>nginx</center> </body> </html>')
+  t.equal(statusMessage(JSON.stringify({ kind: 'Status', message: 'first\n  second' })), 'first second')
+  const long = statusMessage(`${'word '.repeat(100)}\n`)
+  t.equal(long.length, 200)
+  t.ok(long.endsWith('…'), 'a cut is shown')
+  t.end()
+})
+
+t.test('a request refused by a proxy (client-node) reads as one line', (t) => {
+  const line = describeClusterError(new ApiException(502, 'Bad Gateway', badGateway, {}), 'https://10.0.0.1')
+  t.equal(line, 'https://10.0.0.1: HTTP 502: <html> <head><title>502 Bad Gateway</title></head> <body> <center><h1>502 Bad Gateway</h1></center> <hr><center>nginx</center> </body> </html>')
+  t.equal(describeClusterError(new ApiException(403, 'Forbidden', forbidden, {}), 'https://10.0.0.1'),
+    'https://10.0.0.1: HTTP 403: ipaddresses.networking.k8s.io is forbidden: User "system:serviceaccount:default:nobody" cannot list resource "ipaddresses"')
+  t.equal(describeClusterError(new ApiException(500, 'x', '', {}), 'https://10.0.0.1'), 'https://10.0.0.1: HTTP 500')
   t.end()
 })
 
