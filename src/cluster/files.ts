@@ -153,7 +153,8 @@ export function readObjects(text: string, file: string): Parsed<FileObjects> {
           if (value !== null && value !== undefined) collect(value, { file, document, item: undefined }, into)
         }
       } catch (error) {
-        if (error instanceof YAMLSyntaxError) fail({ file, document, item: undefined }, `not valid YAML: ${error.message}`)
+        // The error is thrown while the next document is read: its own number is the one to name.
+        if (error instanceof YAMLSyntaxError) fail({ file, document: error.document ?? document, item: undefined }, `not valid YAML: ${error.message}`)
         throw error
       }
     }

@@ -60,7 +60,7 @@ t.test('JSON with a syntax error is reported by the YAML parser, with a line', (
 })
 
 t.test('every malformed object is an error naming the file, document and item', (t) => {
-  const cases: [string, string, string][] = [
+  const cases: [string, string, string | RegExp][] = [
     ['a scalar document', 'just text\n', 'f.yaml, document 1: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found a string'],
     ['a top-level list', '- a\n- b\n', 'f.yaml, document 1: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found a list'],
     ['another group', 'apiVersion: networking.example.com/v1\nkind: ServiceCIDR\nmetadata: {name: a}\n', 'f.yaml, document 1: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found ServiceCIDR networking.example.com/v1'],
@@ -76,6 +76,8 @@ t.test('every malformed object is an error naming the file, document and item', 
     ['labels not strings', 'apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: 10.0.0.1, labels: {a: {b: c}}}\n', 'f.yaml, document 1: IPAddress "10.0.0.1": metadata.labels must map strings to strings'],
     ['parentRef not strings', 'apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: 10.0.0.1}\nspec: {parentRef: {name: [x]}}\n', 'f.yaml, document 1: IPAddress "10.0.0.1": spec.parentRef must have string fields (group, resource, namespace, name)'],
     ['duplicate keys', 'kind: ServiceCIDR\nkind: IPAddress\n', 'f.yaml, document 1: not valid YAML: duplicated mapping key at line 2, column 1'],
+    // The error is met while the third document is read: it was named as the second.
+    ['a syntax error in the third document', `${serviceCIDR('a', '10.0.0.0/24')}---\n${serviceCIDR('b', '10.0.1.0/24')}---\nkind: ServiceCIDR\nspec: {cidrs: [10.0.2.0/24\n`, /^f\.yaml, document 3: not valid YAML: .* at line 1[0-9], column/],
   ]
   for (const [name, text, error] of cases) {
     const read = readObjects(text, 'f.yaml')
