@@ -4,7 +4,8 @@
 import { readFile } from 'node:fs/promises'
 import { exitCodes } from './errors.ts'
 import type { ClusterState } from '../policy/state.ts'
-import { contextNames, describeClusterError, loadKubeConfig, serverOf, withContext } from '../cluster/kube.ts'
+import type { KubeConfig } from '@kubernetes/client-node'
+import { contextNames, describeClusterError, readKubeConfig, requireCluster, serverOf, withContext } from '../cluster/kube.ts'
 import { applyClusterPolicyReport } from '../cluster/reports.ts'
 import { readClusterSnapshot } from '../cluster/snapshot.ts'
 
@@ -44,11 +45,11 @@ async function readStdin(): Promise<string> {
 }
 
 /** Runs `call` against the target's cluster with a deadline; any failure becomes a ClusterAccessError. */
-async function withCluster<T>(target: ClusterTarget, call: (kubeConfig: ReturnType<typeof loadKubeConfig>, signal: AbortSignal) => Promise<T>): Promise<T> {
+async function withCluster<T>(target: ClusterTarget, call: (kubeConfig: KubeConfig, signal: AbortSignal) => Promise<T>): Promise<T> {
   let kubeConfig
   try {
-    const loaded = loadKubeConfig(target.kubeconfig)
-    kubeConfig = target.context === undefined ? loaded : withContext(loaded, target.context)
+    const loaded = readKubeConfig(target.kubeconfig)
+    kubeConfig = requireCluster(target.context === undefined ? loaded : withContext(loaded, target.context), target.kubeconfig)
   } catch (error) {
     throw new ClusterAccessError(error instanceof Error ? error.message : String(error), { cause: error })
   }
@@ -89,7 +90,8 @@ export function processIO(): CommandIO {
     readCluster: (target) => withCluster(target, readClusterSnapshot),
     applyReport: (target, report) => withCluster(target, (kubeConfig, signal) => applyClusterPolicyReport(kubeConfig, report, signal)),
     contexts: (kubeconfig) => {
-      const kubeConfig = loadKubeConfig(kubeconfig)
+      // A fleet's kubeconfig needs no current context: each context is read on its own.
+      const kubeConfig = readKubeConfig(kubeconfig)
       return contextNames(kubeConfig).map((name) => ({ name, server: serverOf(withContext(kubeConfig, name)) }))
     },
     now: () => new Date(),

@@ -2,18 +2,95 @@
 // and which namespace this process runs in.
 
 import { ApiException, KubeConfig } from '@kubernetes/client-node'
-import { ListError, statusMessage } from './api.ts'
-import { readFileSync } from 'node:fs'
+import { ListError, oneLine, statusMessage } from './api.ts'
+import { existsSync, readFileSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { delimiter, join } from 'node:path'
 
-export function loadKubeConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env): KubeConfig {
+const noCluster = 'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster'
+
+/** Why a kubeconfig file could not be read, in one line: js-yaml's messages go on with a snippet of the file. */
+function readProblem(error: unknown): string {
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined
+  if (code === 'ENOENT') return 'no such file'
+  if (code === 'EISDIR') return 'is a directory, not a file'
+  if (code === 'EACCES') return 'permission denied'
+  const message = error instanceof Error ? error.message : String(error)
+  return oneLine(message.split('\n', 1)[0] ?? '')
+}
+
+function loadFile(kubeConfig: KubeConfig, file: string): void {
+  try {
+    kubeConfig.loadFromFile(file)
+  } catch (error) {
+    throw new Error(`cannot read the kubeconfig ${file}: ${readProblem(error)}`, { cause: error })
+  }
+}
+
+/**
+ * Adds to `into` what `next` has that it has not, as kubectl merges the files KUBECONFIG lists: the
+ * first file to name a cluster, user or context, or to set current-context, wins.
+ */
+function merge(into: KubeConfig, next: KubeConfig): void {
+  const named = (list: readonly { name: string }[], name: string): boolean => list.some((entry) => entry.name === name)
+  for (const cluster of next.getClusters()) if (!named(into.getClusters(), cluster.name)) into.addCluster(cluster)
+  for (const user of next.getUsers()) if (!named(into.getUsers(), user.name)) into.addUser(user)
+  for (const context of next.getContexts()) if (!named(into.getContexts(), context.name)) into.addContext(context)
+  if (!into.getCurrentContext() && next.getCurrentContext()) into.setCurrentContext(next.getCurrentContext())
+}
+
+/**
+ * The kubeconfig as kubectl finds it: the file given; else in-cluster credentials (in a Pod without
+ * KUBECONFIG); else the files KUBECONFIG lists, merged as kubectl merges them; else ~/.kube/config. Nothing found is an error: client-node's loadFromDefault would
+ * make up a cluster at http://localhost:8080, and a request to it fail with a message about TLS.
+ */
+export function readKubeConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home: string = homedir()): KubeConfig {
   const kubeConfig = new KubeConfig()
-  if (file !== undefined) kubeConfig.loadFromFile(file)
-  else if (env['KUBERNETES_SERVICE_HOST'] !== undefined && env['KUBECONFIG'] === undefined) kubeConfig.loadFromCluster()
-  else kubeConfig.loadFromDefault()
-  if (kubeConfig.getCurrentCluster() === null) {
-    throw new Error('no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster')
+  const listed = (env['KUBECONFIG'] ?? '').split(delimiter).filter((name) => name !== '')
+  if (file !== undefined) {
+    loadFile(kubeConfig, file)
+  } else if (env['KUBERNETES_SERVICE_HOST'] !== undefined && listed.length === 0) {
+    kubeConfig.loadFromCluster()
+  } else if (listed.length > 0) {
+    // Files KUBECONFIG lists that do not exist are skipped, as client-go's ClientConfigLoadingRules.Load skips them.
+    const [first, ...rest] = listed.filter((name) => existsSync(name))
+    if (first === undefined) throw new Error(`${noCluster} (no file that KUBECONFIG lists exists: ${listed.join(', ')})`)
+    loadFile(kubeConfig, first)
+    for (const name of rest) {
+      const next = new KubeConfig()
+      loadFile(next, name)
+      merge(kubeConfig, next)
+    }
+  } else {
+    const config = join(home, '.kube', 'config')
+    if (!existsSync(config)) throw new Error(`${noCluster} (there is no ${config})`)
+    loadFile(kubeConfig, config)
   }
   return kubeConfig
+}
+
+/**
+ * The kubeconfig's current context can be used: it names a cluster, and the cluster is served over
+ * HTTPS. client-node refuses plain HTTP unless TLS verification is off, with a message that does not
+ * say what to do; a kubectl proxy (http://127.0.0.1:8001) is the usual case.
+ */
+export function requireCluster(kubeConfig: KubeConfig, file: string | undefined): KubeConfig {
+  const cluster = kubeConfig.getCurrentCluster()
+  if (cluster === null) {
+    const context = kubeConfig.getCurrentContext()
+    const where = `the kubeconfig${file === undefined ? '' : ` ${file}`}`
+    if (file === undefined && kubeConfig.getContexts().length === 0) throw new Error(noCluster)
+    if (!context) throw new Error(`${where} sets no current-context: set one, or name contexts with --context`)
+    throw new Error(`${where} names no cluster for context "${context}"`)
+  }
+  if (cluster.server.startsWith('http:') && !cluster.skipTLSVerify) {
+    throw new Error(`${cluster.server} is plain HTTP: servicecidr-guard reads an API server over HTTPS only (not through kubectl proxy); use the kubeconfig that kubectl itself uses`)
+  }
+  return kubeConfig
+}
+
+export function loadKubeConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home: string = homedir()): KubeConfig {
+  return requireCluster(readKubeConfig(file, env, home), file)
 }
 
 /** The context names of a kubeconfig, in the order it lists them. */
