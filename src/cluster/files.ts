@@ -4,7 +4,7 @@
 // document (and the item of a List) it was found in.
 
 import { readYAMLDocuments, StreamedItems, YAMLSyntaxError } from '../config/yaml.ts'
-import { parseCIDR, type Parsed } from '../policy/ip.ts'
+import { invalidIPAddressName, parseCIDR, type Parsed } from '../policy/ip.ts'
 import { ClusterState, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
 import type { IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 
@@ -198,9 +198,12 @@ export function buildClusterState(files: readonly FileObjects[]): Parsed<Cluster
       serviceCIDRs.set(record.name, { record, location })
     }
     for (const { object, location } of file.ipAddresses) {
-      const record = toIPAddressRecord(object)
+      // Names as kube-apiserver validates them: canonical, so that one address has one name.
+      const name = object.metadata?.name ?? ''
+      const invalid = invalidIPAddressName(name)
+      const record = invalid === undefined ? toIPAddressRecord(object) : undefined
       if (record === undefined) {
-        return { ok: false, error: `${describeLocation(location)}: IPAddress "${object.metadata?.name ?? ''}" is not named by an IP address` }
+        return { ok: false, error: `${describeLocation(location)}: IPAddress "${name}" is not named as Kubernetes names one: ${invalid ?? 'not an IP address'}` }
       }
       const seen = ipAddresses.get(record.name)
       if (seen !== undefined) return { ok: false, error: `${describeLocation(location)}: IPAddress "${record.name}" is also in ${describeLocation(seen.location)}` }

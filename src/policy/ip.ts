@@ -170,6 +170,21 @@ export function parseAddress(text: string): Address | undefined {
   return { family: raw.family, value: raw.value }
 }
 
+/**
+ * Why `text` is not a name kube-apiserver gives an IPAddress, with the messages of apimachinery's
+ * `IsValidIP` (which ValidateIPAddressName calls): a valid IP, no leading zeros, no IPv4-mapped
+ * IPv6, canonical form. Undefined for a valid name. A cluster holds no other names, so two names
+ * never spell one address there.
+ */
+export function invalidIPAddressName(text: string): string | undefined {
+  const raw = parseIPv4Sloppy(text) ?? parseIPv6Sloppy(text)
+  if (raw === undefined) return 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'
+  if (!raw.strict) return 'must not have leading 0s'
+  if (isIPv4Mapped(raw)) return 'must not be an IPv4-mapped IPv6 address'
+  const canonical = formatAddress(raw.family, raw.value)
+  return canonical === text ? undefined : `must be in canonical form ("${canonical}")`
+}
+
 interface RawPrefix {
   readonly address: RawAddress
   readonly bits: number

@@ -94,7 +94,12 @@ t.test('cluster files: names must be unique and valid, CIDRs must parse', (t) =>
   t.strictSame(twice, { ok: false, error: 'two.yaml, document 2: ServiceCIDR "a" is also in one.yaml, document 1' })
   const ip = (name: string) => `apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata: {name: "${name}"}\n`
   t.strictSame(buildClusterState([objects(`${ip('10.0.0.1')}---\n${ip('10.0.0.1')}`, 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 2: IPAddress "10.0.0.1" is also in ips.yaml, document 1' })
-  t.strictSame(buildClusterState([objects(ip('010.0.0.1'), 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 1: IPAddress "010.0.0.1" is not named by an IP address' })
+  t.strictSame(buildClusterState([objects(ip('010.0.0.1'), 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 1: IPAddress "010.0.0.1" is not named as Kubernetes names one: must not have leading 0s' })
+  // One address spelled two ways would count twice; kube-apiserver keeps only the canonical name.
+  t.strictSame(buildClusterState([objects(`${ip('fd00::5')}---\n${ip('fd00:0::5')}`, 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 2: IPAddress "fd00:0::5" is not named as Kubernetes names one: must be in canonical form ("fd00::5")' })
+  t.strictSame(buildClusterState([objects(ip('FD00::5'), 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 1: IPAddress "FD00::5" is not named as Kubernetes names one: must be in canonical form ("fd00::5")' })
+  t.strictSame(buildClusterState([objects(ip('::ffff:10.0.0.1'), 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 1: IPAddress "::ffff:10.0.0.1" is not named as Kubernetes names one: must not be an IPv4-mapped IPv6 address' })
+  t.strictSame(buildClusterState([objects(ip('web'), 'ips.yaml')]), { ok: false, error: 'ips.yaml, document 1: IPAddress "web" is not named as Kubernetes names one: must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)' })
   t.strictSame(buildClusterState([objects(serviceCIDR('a', '10.0.0.0/33'), 'c.yaml')]), { ok: false, error: 'c.yaml, document 1: ServiceCIDR "a" has CIDR "10.0.0.0/33", which must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)' })
   const built = buildClusterState([a, objects(`${ip('10.0.0.1')}---\n${ip('fd00::1')}`)])
   t.ok(built.ok)

@@ -6,6 +6,7 @@ import {
   familyOfCIDR,
   formatAddress,
   hostsPerNetwork,
+  invalidIPAddressName,
   makePrefix,
   mustParseCIDR,
   overlaps,
@@ -448,5 +449,23 @@ void t.test('allocatableSize mirrors hostsPerNetwork (Test_hostsPerNetwork)', (t
     t.equal(allocatableSize(parsed), 'refused' in tc ? 0n : tc.addrs, tc.name)
     t.equal(hostsPerNetwork(parsed.family, parsed.bits), tc.addrs, `${tc.name} (by family and length)`)
   }
+  t.end()
+})
+
+void t.test('invalidIPAddressName: IsValidIP, which ValidateIPAddressName calls', (t) => {
+  const cases: [string, string | undefined][] = [
+    ['10.0.0.1', undefined],
+    ['2001:db8::1', undefined],
+    ['::', undefined],
+    ['2001:0db8::1', 'must be in canonical form ("2001:db8::1")'],
+    ['2001:DB8::1', 'must be in canonical form ("2001:db8::1")'],
+    ['2001:db8:0:0:0:0:0:1', 'must be in canonical form ("2001:db8::1")'],
+    ['010.0.0.1', 'must not have leading 0s'],
+    ['::ffff:10.0.0.1', 'must not be an IPv4-mapped IPv6 address'],
+    ['fe80::1%eth0', 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'],
+    ['10.0.0.0/24', 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'],
+    ['', 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'],
+  ]
+  for (const [name, reason] of cases) t.equal(invalidIPAddressName(name), reason, JSON.stringify(name))
   t.end()
 })
