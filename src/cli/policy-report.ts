@@ -102,7 +102,9 @@ const maxResultBytes = 1 << 20
 /**
  * The ClusterPolicyReport of an audit. `context` names the kubeconfig context a fleet audit read,
  * as an annotation. If the results would not fit in one object, the passing ones are left out (and
- * counted in an annotation); the summary still counts them.
+ * counted in an annotation); if the others still do not fit, those past the limit are left out
+ * too (the ServiceCIDRs' come first, the orphans' last), and counted in another. The summary
+ * counts them all.
  */
 export function clusterPolicyReport(policy: Policy, report: AuditReport, now: Date, context?: string): ClusterPolicyReport {
   const timestamp = { seconds: Math.floor(now.getTime() / 1000), nanos: 0 }
@@ -129,6 +131,12 @@ export function clusterPolicyReport(policy: Policy, report: AuditReport, now: Da
   if (JSON.stringify(results).length > maxResultBytes) {
     kept = results.filter((result) => result.result !== 'pass')
     annotations['servicecidr-guard.dev/omitted-pass-results'] = String(results.length - kept.length)
+    let bytes = 2
+    const fits = kept.findIndex((result) => (bytes += JSON.stringify(result).length + 1) > maxResultBytes)
+    if (fits >= 0) {
+      annotations['servicecidr-guard.dev/omitted-results'] = String(kept.length - fits)
+      kept = kept.slice(0, fits)
+    }
   }
   return {
     apiVersion: 'wgpolicyk8s.io/v1alpha2',

@@ -7,7 +7,7 @@ import { ClusterAccessError, type ClusterTarget } from '../../../src/cli/io.ts'
 import { clusterPolicyReport, type ClusterPolicyReport } from '../../../src/cli/policy-report.ts'
 import { parsePolicy } from '../../../src/config/policy.ts'
 import { auditCluster } from '../../../src/policy/audit.ts'
-import { ClusterState, toServiceCIDRRecord } from '../../../src/policy/state.ts'
+import { ClusterState, toIPAddressRecord, toServiceCIDRRecord } from '../../../src/policy/state.ts'
 import { fixture, run, testNow } from '../../helpers/cli.ts'
 
 const audit = ['audit', '--policy', fixture.gkePolicy, '--cluster', fixture.auditCluster]
@@ -94,6 +94,26 @@ t.test('a report too large for one object keeps its failures and drops its passe
   t.ok(report.results.every((result) => result.result === 'fail'), 'only failures are listed')
   t.equal(report.results.length, 1744)
   t.strictSame(report.metadata.annotations, { 'servicecidr-guard.dev/omitted-pass-results': String(3 * 2000 - 1744) })
+  t.ok(JSON.stringify(report).length < 1.5 * 2 ** 20, 'under etcd\'s object limit')
+  t.end()
+})
+
+t.test('a report whose failures alone are too large keeps what fits, the ServiceCIDRs\' first, and says how many it left out', (t) => {
+  // 8,000 orphaned IPAddresses: ~3.6 MB of failures, more than twice etcd's object limit.
+  const cluster = new ClusterState()
+  cluster.replaceServiceCIDRs([toServiceCIDRRecord({ metadata: { name: 'outside' }, spec: { cidrs: ['192.168.0.0/24'] } })!])
+  cluster.replaceIPAddresses(Array.from({ length: 8000 }, (_, index) => toIPAddressRecord({
+    metadata: { name: `10.${String(index >> 16)}.${String((index >> 8) & 255)}.${String(index & 255)}`, labels: { 'ipaddress.kubernetes.io/ip-family': 'IPv4', 'ipaddress.kubernetes.io/managed-by': 'ipallocator.k8s.io' } },
+    spec: { parentRef: { group: '', resource: 'services', namespace: 'team-a', name: `svc-${String(index)}` } },
+  })!))
+  const policy = parsePolicy('apiVersion: servicecidr-guard/v1alpha1\nkind: Policy\nspec: {allowedRanges: [10.96.0.0/12]}\n', 'p')
+  const report = clusterPolicyReport(policy, auditCluster(policy, cluster, { username: 'u', groups: [] }), testNow)
+  t.equal(report.summary.fail, 8001, 'the summary counts every failure')
+  t.equal(report.results[0]?.rule, 'AllowedRanges', 'the ServiceCIDR\'s failure is kept first')
+  const omitted = Number(report.metadata.annotations?.['servicecidr-guard.dev/omitted-results'])
+  const { fail, warn, error, skip } = report.summary
+  t.ok(omitted > 0 && report.results.length + omitted === fail + warn + error + skip, `${String(omitted)} left out, counted`)
+  t.ok(JSON.stringify(report.results).length <= 2 ** 20, 'the results fit the 1 MiB budget')
   t.ok(JSON.stringify(report).length < 1.5 * 2 ** 20, 'under etcd\'s object limit')
   t.end()
 })
