@@ -1,7 +1,7 @@
 // `servicecidr-guard generate vap`: the stateless part of the policy as a ValidatingAdmissionPolicy
 // and its binding, for kube-apiserver to enforce in-process beside the webhook (src/policy/vap.ts).
 
-import { Command, InvalidArgumentError } from 'commander'
+import { Command, InvalidArgumentError, Option } from 'commander'
 import { writeYAMLDocuments } from '../config/yaml.ts'
 import { generateAdmissionPolicy, NotExpressibleError, oldestTarget, parseKubernetesVersion, type KubernetesVersion } from '../policy/vap.ts'
 import { UsageError } from './errors.ts'
@@ -24,7 +24,7 @@ function vapCommand(context: CommandContext): Command {
   return new Command('vap')
     .description('Print the policy\'s stateless rules as a ValidatingAdmissionPolicy and its binding (admissionregistration.k8s.io/v1), for kube-apiserver to enforce in-process.')
     .requiredOption('--policy <file>', 'policy file (YAML or JSON)')
-    .option('--kubernetes-version <version>', `the oldest Kubernetes the output must work on (${oldest} or later)`, kubernetesVersion, oldestTarget)
+    .addOption(new Option('--kubernetes-version <version>', `the oldest Kubernetes the output must work on (${oldest} or later)`).argParser(kubernetesVersion).default(oldestTarget, oldest))
     .addHelpText('after', `
 CEL enforces allowedRanges, deniedRanges and prefixLength (with the cidr() and ip() functions),
 protectedNames on DELETE, the exemptions (as matchConditions) and enforcement (as the binding's

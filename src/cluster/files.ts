@@ -59,9 +59,10 @@ function versionOf(apiVersion: unknown): string | undefined {
 /** Checks the fields this project reads, as the apiserver's decoder would refuse their wrong types. */
 function toObject(raw: Record<string, unknown>, kind: Kind, location: Location): ObjectLike {
   const { metadata, spec } = raw
-  if (!isRecord(metadata) || typeof metadata['name'] !== 'string' || metadata['name'] === '') {
+  if (!isRecord(metadata) || metadata['name'] === undefined || metadata['name'] === null || metadata['name'] === '') {
     return fail(location, `${kind} has no metadata.name`)
   }
+  if (typeof metadata['name'] !== 'string') return fail(location, `${kind}: metadata.name must be a string, not ${describeValue(metadata['name'])}`)
   const name = metadata['name']
   const labels = metadata['labels']
   if (labels !== undefined && labels !== null && !isStringMap(labels)) return fail(location, `${kind} "${name}": metadata.labels must map strings to strings`)
@@ -83,6 +84,13 @@ function toObject(raw: Record<string, unknown>, kind: Kind, location: Location):
   return { metadata: meta, spec: isStringMap(parentRef) ? { parentRef } : {} }
 }
 
+/** What a value is, for a message: "a number", "a list", "null". */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'a list'
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`
+}
+
 function describeKind(raw: Record<string, unknown>): string {
   const kind = typeof raw['kind'] === 'string' ? raw['kind'] : '(no kind)'
   const apiVersion = typeof raw['apiVersion'] === 'string' ? raw['apiVersion'] : '(no apiVersion)'
@@ -92,7 +100,7 @@ function describeKind(raw: Record<string, unknown>): string {
 const expected = `expected a ServiceCIDR or IPAddress of ${group} (${versions.join(', ')}), or a List of them`
 
 function collect(raw: unknown, location: Location, into: { serviceCIDRs: Located[], ipAddresses: Located[] }, defaults?: { kind: Kind, apiVersion: string }): void {
-  if (!isRecord(raw)) return fail(location, `${expected}; found ${Array.isArray(raw) ? 'a list' : `a ${typeof raw}`}`)
+  if (!isRecord(raw)) return fail(location, `${expected}; found ${describeValue(raw)}`)
   const kind = raw['kind'] ?? defaults?.kind
   const apiVersion = raw['apiVersion'] ?? defaults?.apiVersion
   if (location.item === undefined && (kind === 'List' || (typeof kind === 'string' && kind.endsWith('List')))) {

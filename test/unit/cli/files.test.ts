@@ -63,6 +63,8 @@ t.test('every malformed object is an error naming the file, document and item', 
   const cases: [string, string, string | RegExp][] = [
     ['a scalar document', 'just text\n', 'f.yaml, document 1: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found a string'],
     ['a top-level list', '- a\n- b\n', 'f.yaml, document 1: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found a list'],
+    ['a null item', 'apiVersion: v1\nkind: List\nitems: [null, 3]\n', 'f.yaml, document 1, items[0]: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found null'],
+    ['a name that is not a string', 'apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: 123}\nspec: {cidrs: [10.0.0.0/24]}\n', 'f.yaml, document 1: ServiceCIDR: metadata.name must be a string, not a number'],
     ['another group', 'apiVersion: networking.example.com/v1\nkind: ServiceCIDR\nmetadata: {name: a}\n', 'f.yaml, document 1: expected a ServiceCIDR or IPAddress of networking.k8s.io (v1, v1beta1, v1alpha1), or a List of them; found ServiceCIDR networking.example.com/v1'],
     ['an unknown version', 'apiVersion: networking.k8s.io/v2\nkind: ServiceCIDR\nmetadata: {name: a}\n', 'found ServiceCIDR networking.k8s.io/v2'],
     ['no kind', 'metadata: {name: a}\n', 'found (no kind) (no apiVersion)'],

@@ -59,3 +59,10 @@ t.test('config/vap/*: the committed output is what the command prints for the ov
   }
   t.end()
 })
+
+t.test('--help shows the default version as it is written on the command line', async (t) => {
+  const help = await run(['generate', 'vap', '--help'])
+  t.equal(help.code, 0)
+  t.match(help.stdout.replace(/\s+/g, ' '), '(1.31 or later) (default: 1.31)')
+  t.notMatch(help.stdout, '"major"')
+})
