@@ -7,7 +7,7 @@ import { decide } from '../policy/engine.ts'
 import { toServiceCIDRRecord, type ClusterState } from '../policy/state.ts'
 import type { Policy, ReviewRequest, UserInfo } from '../policy/types.ts'
 import { exitCodes, UsageError } from './errors.ts'
-import { loadCluster, loadManifests, loadPolicy, repeatable, reviewUser } from './input.ts'
+import { displayName, loadCluster, loadManifests, loadPolicy, repeatable, reviewUser } from './input.ts'
 import type { CommandContext } from './io.ts'
 import { checkJUnit, formatCheck, outputOption, type Format, type Reviewed } from './output.ts'
 
@@ -99,6 +99,11 @@ Examples:
       const policy = await loadPolicy(context.io, flags.policy)
       const state = await loadCluster(context.io, flags.cluster ?? [])
       const objects = await loadManifests(context.io, manifests)
+      // As `kubectl apply` refuses files without objects: an empty file or standard input (a
+      // generator that failed upstream of a pipe) must not pass a CI gate as "0 checked".
+      if (objects.length === 0 && (flags.delete ?? []).length === 0) {
+        throw new UsageError(`nothing to check: ${manifests.map(displayName).join(', ')} ${manifests.length === 1 ? 'holds' : 'hold'} no ServiceCIDR`)
+      }
       const user = reviewUser('check', flags.as, flags.asGroup ?? [])
       const reviewed = runChecks(policy, state, objects, flags.delete ?? [], user)
       context.io.stdout(flags.output === 'junit' ? checkJUnit({ user, reviewed }) : formatCheck({ user, reviewed }, flags.output))

@@ -290,3 +290,15 @@ t.test('an UPDATE may add the other family to a single-CIDR ServiceCIDR, and cha
     t.match(result.stdout, line, name)
   }
 })
+
+t.test('manifests that hold no ServiceCIDR are an input error, as kubectl apply refuses files without objects', async (t) => {
+  // A generator that failed upstream of a pipe must not pass a CI gate as "0 requests checked".
+  const empty = await run([...gke, '-'], { stdin: '' })
+  t.equal(empty.code, 2)
+  t.equal(empty.stderr, 'servicecidr-guard: nothing to check: (stdin) holds no ServiceCIDR\n')
+  const documents = await run([...gke, fixture.manifest('empty.yaml'), '-'], { stdin: '---\n---\n' })
+  t.equal(documents.code, 2)
+  t.equal(documents.stderr, 'servicecidr-guard: nothing to check: test/fixtures/manifests/empty.yaml, (stdin) hold no ServiceCIDR\n')
+  const deleting = await run([...gke, '--delete', 'extra-a', '-'], { stdin: '' })
+  t.not(deleting.code, 2, '--delete alone is something to check')
+})
