@@ -2,7 +2,7 @@
 // UsageError (exit 2) whose message names the file.
 
 import { parsePolicy } from '../config/policy.ts'
-import { buildClusterState, readManifests, readObjects, type FileObjects, type Located } from '../cluster/files.ts'
+import { buildClusterState, describeReadError, readManifests, readObjects, type FileObjects, type Located } from '../cluster/files.ts'
 import type { ClusterState } from '../policy/state.ts'
 import type { Policy, UserInfo } from '../policy/types.ts'
 import { UsageError } from './errors.ts'
@@ -10,20 +10,6 @@ import type { CommandIO } from './io.ts'
 
 /** The name a file goes by in messages: standard input has none of its own. */
 export const displayName = (path: string): string => (path === '-' ? '(stdin)' : path)
-
-function describeReadError(error: unknown): string {
-  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined
-  switch (code) {
-    case 'ENOENT':
-      return 'no such file'
-    case 'EISDIR':
-      return 'is a directory, not a file'
-    case 'EACCES':
-      return 'permission denied'
-    default:
-      return error instanceof Error ? error.message : String(error)
-  }
-}
 
 export async function readText(io: CommandIO, path: string, what: string): Promise<string> {
   try {

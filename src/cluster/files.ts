@@ -8,6 +8,24 @@ import { invalidIPAddressName, parseCIDR, type Parsed } from '../policy/ip.ts'
 import { ClusterState, toIPAddressRecord, toServiceCIDRRecord, type ObjectLike } from '../policy/state.ts'
 import type { IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 
+/**
+ * Why a file could not be read or parsed, in one line: the usual system errors in words, else the
+ * first line of the message (a YAML parser's goes on with a snippet of the file).
+ */
+export function describeReadError(error: unknown): string {
+  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined
+  switch (code) {
+    case 'ENOENT':
+      return 'no such file'
+    case 'EISDIR':
+      return 'is a directory, not a file'
+    case 'EACCES':
+      return 'permission denied'
+    default:
+      return (error instanceof Error ? error.message : String(error)).split('\n', 1)[0] ?? ''
+  }
+}
+
 const group = 'networking.k8s.io'
 /** Every version whose ServiceCIDR spec is `{cidrs: string[]}` and IPAddress spec `{parentRef}`. */
 const versions = ['v1', 'v1beta1', 'v1alpha1']

@@ -3,27 +3,18 @@
 
 import { ApiException, KubeConfig } from '@kubernetes/client-node'
 import { ListError, oneLine, statusMessage } from './api.ts'
+import { describeReadError } from './files.ts'
 import { existsSync, readFileSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { delimiter, join } from 'node:path'
 
 const noCluster = 'no Kubernetes cluster configured: pass --kubeconfig, set KUBECONFIG, or run in a cluster'
 
-/** Why a kubeconfig file could not be read, in one line: js-yaml's messages go on with a snippet of the file. */
-function readProblem(error: unknown): string {
-  const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : undefined
-  if (code === 'ENOENT') return 'no such file'
-  if (code === 'EISDIR') return 'is a directory, not a file'
-  if (code === 'EACCES') return 'permission denied'
-  const message = error instanceof Error ? error.message : String(error)
-  return oneLine(message.split('\n', 1)[0] ?? '')
-}
-
 function loadFile(kubeConfig: KubeConfig, file: string): void {
   try {
     kubeConfig.loadFromFile(file)
   } catch (error) {
-    throw new Error(`cannot read the kubeconfig ${file}: ${readProblem(error)}`, { cause: error })
+    throw new Error(`cannot read the kubeconfig ${file}: ${oneLine(describeReadError(error))}`, { cause: error })
   }
 }
 
