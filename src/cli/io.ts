@@ -1,13 +1,13 @@
 // What a command does I/O with, passed in so that tests run commands in-process and capture their
 // output and exit code. processIO() is the real thing; main.ts is the only caller.
 
-import { readFile } from 'node:fs/promises'
-import { exitCodes } from './errors.ts'
-import type { ClusterState } from '../policy/state.ts'
 import type { KubeConfig } from '@kubernetes/client-node'
+import { readFile } from 'node:fs/promises'
+import type { ClusterState } from '../policy/state.ts'
 import { contextNames, describeClusterError, readKubeConfig, requireCluster, serverOf, withContext } from '../cluster/kube.ts'
 import { applyClusterPolicyReport } from '../cluster/reports.ts'
 import { readClusterSnapshot } from '../cluster/snapshot.ts'
+import { exitCodes } from './errors.ts'
 
 /** A cluster to read: a kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config) and one of its contexts. */
 export interface ClusterTarget {

@@ -32,8 +32,9 @@ function merge(into: KubeConfig, next: KubeConfig): void {
 
 /**
  * The kubeconfig as kubectl finds it: the file given; else in-cluster credentials (in a Pod without
- * KUBECONFIG); else the files KUBECONFIG lists, merged as kubectl merges them; else ~/.kube/config. Nothing found is an error: client-node's loadFromDefault would
- * make up a cluster at http://localhost:8080, and a request to it fail with a message about TLS.
+ * KUBECONFIG); else the files KUBECONFIG lists, merged as kubectl merges them; else ~/.kube/config.
+ * Nothing found is an error: client-node's loadFromDefault would make up a cluster at
+ * http://localhost:8080, and a request to it fail with a message about TLS.
  */
 export function readKubeConfig(file: string | undefined, env: NodeJS.ProcessEnv = process.env, home: string = homedir()): KubeConfig {
   const kubeConfig = new KubeConfig()
@@ -70,7 +71,7 @@ export function requireCluster(kubeConfig: KubeConfig, file: string | undefined)
   if (cluster === null) {
     const context = kubeConfig.getCurrentContext()
     const where = `the kubeconfig${file === undefined ? '' : ` ${file}`}`
-    if (file === undefined && kubeConfig.getContexts().length === 0) throw new Error(noCluster)
+    if (kubeConfig.getContexts().length === 0) throw new Error(file === undefined ? noCluster : `${where} has no contexts`)
     if (!context) throw new Error(`${where} sets no current-context: set one, or name contexts with --context`)
     throw new Error(`${where} names no cluster for context "${context}"`)
   }

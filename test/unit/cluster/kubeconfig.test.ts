@@ -82,6 +82,8 @@ t.test('a kubeconfig without current-context reads for a fleet; read alone, it s
   const fleet = write('fleet', kubeconfig({ east: 'https://10.0.0.1:6443', west: 'https://10.0.0.2:6443' }))
   t.same(readKubeConfig(fleet).getContexts().map((context) => context.name), ['east', 'west'])
   t.throws(() => loadKubeConfig(fleet), { message: `the kubeconfig ${fleet} sets no current-context: set one, or name contexts with --context` })
+  const empty = write('no-contexts', 'apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n')
+  t.throws(() => loadKubeConfig(empty), { message: `the kubeconfig ${empty} has no contexts` })
   const dangling = write('dangling', `${kubeconfig({ east: 'https://10.0.0.1:6443' })}current-context: gone\n`)
   t.throws(() => loadKubeConfig(dangling), { message: `the kubeconfig ${dangling} names no cluster for context "gone"` })
   t.end()
