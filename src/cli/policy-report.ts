@@ -47,6 +47,7 @@ export interface ClusterPolicyReport {
 
 const severity: Partial<Record<RuleName | 'OrphanedIPAddress' | 'ApiserverDefault' | 'Exempt', Severity>> = {
   ValidCIDR: 'high',
+  ValidName: 'high',
   AllowedRanges: 'high',
   DeniedRanges: 'high',
   Overlap: 'medium',
@@ -87,7 +88,7 @@ function serviceCIDRResults(policy: Policy, audited: AuditedServiceCIDR, timesta
   })
   if (decision.bypass === 'ApiserverDefault') return [result('ApiserverDefault', 'skip', 'kube-apiserver\'s default ServiceCIDR (from --service-cluster-ip-range): never checked')]
   if (decision.bypass === 'Exempt') return [result('Exempt', 'skip', 'the auditing user is exempt by spec.exemptions')]
-  const invalid = decision.violations.some((violation) => violation.rule === 'ValidCIDR') ? ['ValidCIDR' as const] : []
+  const invalid = (['ValidName', 'ValidCIDR'] as const).filter((rule) => decision.violations.some((violation) => violation.rule === rule))
   return [...invalid, ...rulesOf(policy)].map((rule) => {
     const broken = decision.violations.filter((violation) => violation.rule === rule)
     if (broken.length === 0) return result(rule, 'pass', `ServiceCIDR "${record.name}" passes ${rule}`)

@@ -11,7 +11,7 @@ import { overlap } from './rules/overlap.ts'
 import { prefixLength } from './rules/prefix-length.ts'
 import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
-import { validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
+import { validateName, validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
 import { toServiceCIDRRecord } from './state.ts'
 import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest, Violation } from './types.ts'
 
@@ -41,16 +41,17 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
 }
 
 /**
- * Applies spec.enforcement to the violations found. A ValidCIDR violation is kube-apiserver's own
- * validation (validateServiceCIDRSpec, ValidateServiceCIDRUpdate), which refuses the object whatever
- * this policy's enforcement: Warn and Audit never let it through. The webhook never meets one (the
- * apiserver validates before admission); offline checks of manifests do.
+ * Applies spec.enforcement to the violations found. A ValidCIDR or ValidName violation is
+ * kube-apiserver's own validation (validateServiceCIDRSpec, ValidateServiceCIDRUpdate, the name
+ * check of ValidateServiceCIDR), which refuses the object whatever this policy's enforcement: Warn
+ * and Audit never let it through. The webhook never meets one (the apiserver validates before
+ * admission); offline checks of manifests do.
  */
 function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
   if (violations.length === 0) return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
   const reasons = violations.map((violation) => violation.message).join('; ')
   const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
-  const invalid = violations.some((violation) => violation.rule === 'ValidCIDR')
+  const invalid = violations.some((violation) => violation.rule === 'ValidCIDR' || violation.rule === 'ValidName')
   switch (invalid ? 'Deny' : policy.enforcement) {
     case 'Deny':
       return { allowed: false, violations, warnings: [], message, bypass: undefined, cidrs }
@@ -89,7 +90,11 @@ function admit(policy: Policy, view: ClusterView | undefined, name: string, cidr
   // For a CREATE all of spec counts, and no set of the added fields is built for each review.
   const addedFields = firstAdded === 0 ? undefined : new Set(added.map((_, index) => `spec.cidrs[${firstAdded + index}]`))
   const checked = addedFields === undefined ? spec.parsed : spec.parsed.filter(({ field }) => addedFields.has(field))
-  const violations = addedFields === undefined ? spec.violations : spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
+  // A CREATE's name is checked too, before its spec, as ValidateServiceCIDR does; an UPDATE's cannot change.
+  const invalidName = addedFields === undefined ? validateName(name) : []
+  const violations = addedFields !== undefined
+    ? spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
+    : invalidName.length === 0 ? spec.violations : [...invalidName, ...spec.violations]
   const context = { policy, name, checked }
   for (const rule of admitRules) {
     if (view === undefined && rule.needsState(policy)) {

@@ -136,6 +136,7 @@ export interface ReviewRequest {
 
 export type RuleName =
   | 'ValidCIDR'
+  | 'ValidName'
   | 'AllowedRanges'
   | 'DeniedRanges'
   | 'PrefixLength'

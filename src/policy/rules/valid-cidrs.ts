@@ -44,6 +44,27 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
   return { violations, parsed }
 }
 
+/** apimachinery's dns1123SubdomainFmt, anchored. */
+const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+
+/**
+ * metadata.name on CREATE as `ValidateServiceCIDR` checks it: ValidateServiceCIDRName is
+ * NameIsDNSSubdomain (apimachinery IsDNS1123Subdomain), with its messages. Through the apiserver a
+ * webhook only sees names that passed this already (a generateName's too: validating admission gets
+ * the generated name); offline checks of manifests rely on it.
+ */
+export function validateName(name: string): Violation[] {
+  const field = 'metadata.name'
+  const invalid = (reason: string): Violation => ({ rule: 'ValidName', field, message: `${field}: Invalid value: ${JSON.stringify(name)}: ${reason}` })
+  if (name === '') return [{ rule: 'ValidName', field, message: `${field}: Required value: name or generateName is required` }]
+  const violations: Violation[] = []
+  if (name.length > 253) violations.push(invalid('must be no more than 253 characters'))
+  if (!dns1123Subdomain.test(name)) {
+    violations.push(invalid('a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \'-\' or \'.\', and must start and end with an alphanumeric character (e.g. \'example.com\', regex used for validation is \'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\')'))
+  }
+  return violations
+}
+
 const immutable = (field: string, value: string): Violation => ({
   rule: 'ValidCIDR',
   field,

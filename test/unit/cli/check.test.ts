@@ -302,3 +302,12 @@ t.test('manifests that hold no ServiceCIDR are an input error, as kubectl apply 
   const deleting = await run([...gke, '--delete', 'extra-a', '-'], { stdin: '' })
   t.not(deleting.code, 2, '--delete alone is something to check')
 })
+
+t.test('a ServiceCIDR whose name kube-apiserver would refuse is denied (ValidName), as kubectl apply would fail', async (t) => {
+  const stdin = 'apiVersion: networking.k8s.io/v1\nkind: ServiceCIDR\nmetadata: {name: Bad_Name}\nspec: {cidrs: [34.118.235.0/24]}\n'
+  const { code, stdout } = await run([...gke, '-', '-o', 'json'], { stdin })
+  t.equal(code, 1)
+  const [reviewed] = (JSON.parse(stdout) as { decisions: { allowed: boolean, violations: { rule: string, field: string }[] }[] }).decisions
+  t.equal(reviewed?.allowed, false)
+  t.same(reviewed?.violations.map(({ rule, field }) => [rule, field]), [['ValidName', 'metadata.name']])
+})

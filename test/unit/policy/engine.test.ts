@@ -598,6 +598,22 @@ const cases: Case[] = [
     warnings: [/^servicecidr-guard \(Warn\): servicecidr-guard has not finished reading/],
   },
   {
+    // ValidateServiceCIDR checks metadata.name (a DNS subdomain) before the spec; kubectl apply
+    // would be refused, so an offline check must not say admitted, whatever the enforcement.
+    name: 'a CREATE named as kube-apiserver never names one is refused, even under Warn',
+    policy: { ...guarded, enforcement: 'Warn' },
+    request: create('Team_B', ['10.200.0.0/24']),
+    allowed: false,
+    violations: [['ValidName', 'metadata.name'], ['AllowedRanges', 'spec.cidrs[0]']],
+    message: ['ServiceCIDR "Team_B" is not allowed by the servicecidr-guard policy: metadata.name: Invalid value: "Team_B": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters'],
+  },
+  {
+    name: 'an UPDATE is not refused for its name: it cannot change',
+    request: update('Legacy_Range', ['10.100.0.0/24'], ['10.100.0.0/24']),
+    allowed: true,
+    bypass: 'MetadataOnly',
+  },
+  {
     name: 'Audit: allowed, no warnings, violations reported',
     policy: { ...guarded, enforcement: 'Audit' },
     request: remove('extra', ['10.100.0.0/24']),

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { validateSpec } from '../../../src/policy/rules/valid-cidrs.ts'
+import { validateName, validateSpec } from '../../../src/policy/rules/valid-cidrs.ts'
 
 void t.test('validateSpec counts errors as ValidateServiceCIDR does (TestValidateServiceCIDR)', (t) => {
   // kubernetes@v1.37.2/pkg/apis/networking/validation/validation_test.go; then cases of our own.
@@ -59,6 +59,29 @@ void t.test('validateSpec writes errors as field.ErrorList does, and keeps the C
     t.same(spec.violations.map((violation) => [violation.field, violation.message]), tc.violations, `${tc.name}: violations`)
     t.ok(spec.violations.every((violation) => violation.rule === 'ValidCIDR'), `${tc.name}: rule`)
     t.same(spec.parsed.map(({ field, prefix }) => [field, prefix.text]), tc.parsed, `${tc.name}: parsed`)
+  }
+  t.end()
+})
+
+void t.test('validateName: ValidateServiceCIDRName is NameIsDNSSubdomain (IsDNS1123Subdomain), with its messages', (t) => {
+  const subdomain = 'a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, \'-\' or \'.\', and must start and end with an alphanumeric character (e.g. \'example.com\', regex used for validation is \'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\')'
+  const cases: [string, string[]][] = [
+    ['kubernetes', []],
+    ['extra-range.team-a', []],
+    ['0', []],
+    ['a'.repeat(253), []],
+    ['', ['metadata.name: Required value: name or generateName is required']],
+    ['Team_B', [`metadata.name: Invalid value: "Team_B": ${subdomain}`]],
+    ['-a', [`metadata.name: Invalid value: "-a": ${subdomain}`]],
+    ['a.', [`metadata.name: Invalid value: "a.": ${subdomain}`]],
+    ['a..b', [`metadata.name: Invalid value: "a..b": ${subdomain}`]],
+    ['a'.repeat(254), [`metadata.name: Invalid value: "${'a'.repeat(254)}": must be no more than 253 characters`]],
+    [`${'a'.repeat(253)}-`, [`metadata.name: Invalid value: "${'a'.repeat(253)}-": must be no more than 253 characters`, `metadata.name: Invalid value: "${'a'.repeat(253)}-": ${subdomain}`]],
+  ]
+  for (const [name, messages] of cases) {
+    const violations = validateName(name)
+    t.same(violations.map((violation) => violation.message), messages, JSON.stringify(name.slice(0, 20)))
+    t.ok(violations.every((violation) => violation.rule === 'ValidName' && violation.field === 'metadata.name'))
   }
   t.end()
 })
