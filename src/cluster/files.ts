@@ -226,9 +226,9 @@ export function buildClusterState(files: readonly FileObjects[]): Parsed<Cluster
     for (const { object, location } of file.ipAddresses) {
       // Names as kube-apiserver validates them: canonical, so that one address has one name.
       const name = object.metadata?.name ?? ''
-      const invalid = invalidIPAddressName(name)
-      const record = invalid === undefined ? toIPAddressRecord(object) : undefined
-      if (record === undefined) {
+      const record = toIPAddressRecord(object)
+      const invalid = invalidIPAddressName(name, record)
+      if (record === undefined || invalid !== undefined) {
         return { ok: false, error: `${describeLocation(location)}: IPAddress "${name}" is not named as Kubernetes names one: ${invalid ?? 'not an IP address'}` }
       }
       const seen = ipAddresses.get(record.name)

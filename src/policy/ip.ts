@@ -156,7 +156,7 @@ function parseIPv6Sloppy(text: string): RawAddress | undefined {
 }
 
 /** An IPv4-mapped IPv6 address (::ffff:a.b.c.d), which Go's To4 and netip's Is4In6 recognise. */
-const isIPv4Mapped = (address: RawAddress): boolean => address.family === 'IPv6' && address.value >> 32n === 0xffffn
+const isIPv4Mapped = (address: Address): boolean => address.family === 'IPv6' && address.value >> 32n === 0xffffn
 
 /**
  * Parses an IP address as netip.ParseAddr does: IPv4 without leading zeros, IPv6 in any valid
@@ -174,14 +174,15 @@ export function parseAddress(text: string): Address | undefined {
  * Why `text` is not a name kube-apiserver gives an IPAddress, with the messages of apimachinery's
  * `IsValidIP` (which ValidateIPAddressName calls): a valid IP, no leading zeros, no IPv4-mapped
  * IPv6, canonical form. Undefined for a valid name. A cluster holds no other names, so two names
- * never spell one address there.
+ * never spell one address there. `address` is parseAddress(text), when the caller has it already.
  */
-export function invalidIPAddressName(text: string): string | undefined {
-  const raw = parseIPv4Sloppy(text) ?? parseIPv6Sloppy(text)
-  if (raw === undefined) return 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'
-  if (!raw.strict) return 'must not have leading 0s'
-  if (isIPv4Mapped(raw)) return 'must not be an IPv4-mapped IPv6 address'
-  const canonical = formatAddress(raw.family, raw.value)
+export function invalidIPAddressName(text: string, address: Address | undefined = parseAddress(text)): string | undefined {
+  if (address === undefined) {
+    // netip.ParseAddr refuses what ParseIPSloppy reads only for leading zeros.
+    return parseIPv4Sloppy(text) ?? parseIPv6Sloppy(text) ? 'must not have leading 0s' : 'must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)'
+  }
+  if (isIPv4Mapped(address)) return 'must not be an IPv4-mapped IPv6 address'
+  const canonical = formatAddress(address.family, address.value)
   return canonical === text ? undefined : `must be in canonical form ("${canonical}")`
 }
 
