@@ -90,11 +90,9 @@ function admit(policy: Policy, view: ClusterView | undefined, name: string, cidr
   // For a CREATE all of spec counts, and no set of the added fields is built for each review.
   const addedFields = firstAdded === 0 ? undefined : new Set(added.map((_, index) => `spec.cidrs[${firstAdded + index}]`))
   const checked = addedFields === undefined ? spec.parsed : spec.parsed.filter(({ field }) => addedFields.has(field))
+  const violations = addedFields === undefined ? spec.violations : spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
   // A CREATE's name is checked too, before its spec, as ValidateServiceCIDR does; an UPDATE's cannot change.
-  const invalidName = addedFields === undefined ? validateName(name) : []
-  const violations = addedFields !== undefined
-    ? spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
-    : invalidName.length === 0 ? spec.violations : [...invalidName, ...spec.violations]
+  if (addedFields === undefined) violations.unshift(...validateName(name))
   const context = { policy, name, checked }
   for (const rule of admitRules) {
     if (view === undefined && rule.needsState(policy)) {
