@@ -133,12 +133,16 @@ export function parsePolicy(text: string, source: string): Policy {
     if (error instanceof YAMLSyntaxError) throw new PolicyError(source, [error.message])
     throw error
   }
-  if (documents.length > 1) {
-    // The second document starts at the second marker, or at the first if the file opens without one.
+  // An empty document (a `---` with nothing after it, as concatenated files end) holds nothing:
+  // skipped, as kubectl apply skips it.
+  const held = documents.flatMap((document, index) => (document === null ? [] : [index]))
+  const [first, second] = held
+  if (second !== undefined) {
+    // Document i starts at marker i, or at marker i - 1 if the file opens without one.
     const markers = documentMarkerLines(text)
     const opensWithMarker = text.split('\n').findIndex((line) => !/^\s*(#.*)?$/.test(line)) + 1 === markers[0]
-    const second = opensWithMarker ? markers[1] : markers[0]
-    throw new PolicyError(source, [`a policy file holds one YAML document; another one starts${second === undefined ? '' : ` at line ${second}`}`])
+    const line = markers[opensWithMarker ? second : second - 1]
+    throw new PolicyError(source, [`a policy file holds one YAML document; another one starts${line === undefined ? '' : ` at line ${line}`}`])
   }
-  return policyFromObject(documents[0], source)
+  return policyFromObject(first === undefined ? undefined : documents[first], source)
 }

@@ -78,6 +78,11 @@ spec:
       want: policy({ prefixLength: { IPv6: { min: 0, max: 128 } } }),
     },
     {
+      name: 'empty documents around the policy (a trailing ---, as concatenated files end) are skipped',
+      text: `---\n---\n${header}spec: {}\n---\n# end\n`,
+      want: policy(),
+    },
+    {
       name: 'min equal to max',
       text: `${header}spec:\n  prefixLength:\n    ipv4: { min: 24, max: 24 }\n`,
       want: policy({ prefixLength: { IPv4: { min: 24, max: 24 } } }),
@@ -206,6 +211,11 @@ void t.test('invalid policies: every problem, with its path', (t) => {
     {
       name: 'two YAML documents, the file opening with a marker',
       text: `# policy\n---\n${header}spec: {}\n---\n${header}spec: {}\n`,
+      problems: ['a policy file holds one YAML document; another one starts at line 6'],
+    },
+    {
+      name: 'two YAML documents after an empty one: the line is the second policy\'s',
+      text: `---\n---\n${header}spec: {}\n---\n${header}spec: {}\n`,
       problems: ['a policy file holds one YAML document; another one starts at line 6'],
     },
   ]
