@@ -14,7 +14,7 @@
 #     readOnlyRootFilesystem, allowPrivilegeEscalation false, drop ALL, seccomp RuntimeDefault),
 #     no host namespaces, 2+ replicas, probes, a memory limit (with V8's old space at most two
 #     thirds of it), the service account token
-#   - RBAC: one ClusterRole granting exactly get/list/watch on servicecidrs and ipaddresses, bound
+#   - RBAC: one ClusterRole granting exactly list/watch on servicecidrs and ipaddresses, bound
 #     to the webhook's ServiceAccount; one Role granting get/update on the reservations Lease by
 #     name and nothing else, bound to the same ServiceAccount; no other Role or binding (but
 #     config/policy-reports' own ClusterRole and binding, checked with it)
@@ -179,11 +179,11 @@ for target in "${targets[@]}"; do
     and all(.readOnly == true and .subPath == null)"
 
   # --- RBAC: read servicecidrs and ipaddresses, nothing more ---
-  check "the webhook's ClusterRole: get/list/watch on servicecidrs and ipaddresses only" "$defs named(\"ClusterRole\"; \"servicecidr-guard\").rules |
+  check "the webhook's ClusterRole: list/watch on servicecidrs and ipaddresses only" "$defs named(\"ClusterRole\"; \"servicecidr-guard\").rules |
     all(.apiGroups == [\"networking.k8s.io\"] and (.resources - [\"servicecidrs\", \"ipaddresses\"] | length == 0)
-        and (.verbs - [\"get\", \"list\", \"watch\"] | length == 0) and .resourceNames == null and .nonResourceURLs == null)
+        and (.verbs - [\"list\", \"watch\"] | length == 0) and .resourceNames == null and .nonResourceURLs == null)
     and ([.[] | .resources[] as \$r | .verbs[] as \$v | \"\(\$r):\(\$v)\"] | unique) ==
-        [\"ipaddresses:get\", \"ipaddresses:list\", \"ipaddresses:watch\", \"servicecidrs:get\", \"servicecidrs:list\", \"servicecidrs:watch\"]"
+        [\"ipaddresses:list\", \"ipaddresses:watch\", \"servicecidrs:list\", \"servicecidrs:watch\"]"
   check "exactly one Role: get and update on the Lease servicecidr-guard-reservations, nothing else" "$defs one(\"Role\") |
     .metadata.name == \"servicecidr-guard-reservations\" and .metadata.namespace == \"$namespace\"
     and .rules == [{apiGroups: [\"coordination.k8s.io\"], resources: [\"leases\"], resourceNames: [\"servicecidr-guard-reservations\"], verbs: [\"get\", \"update\"]}]"
