@@ -292,7 +292,7 @@ for target in "${targets[@]}"; do
       check "PrometheusRule alerts: range filling up, webhook down, cache not synced, policy reload failing" "$defs
         [one(\"PrometheusRule\").spec.groups[].rules[] | .expr] | join(\" \") |
         contains(\"servicecidr_guard_servicecidr_addresses_in_use\") and contains(\"servicecidr_guard_servicecidr_usable_addresses\")
-        and contains(\"servicecidr_guard_cache_synced == 0\") and contains(\"servicecidr_guard_policy_reload_errors_total\") and contains(\"up{\")"
+        and contains(\"servicecidr_guard_cache_synced == 0\") and contains(\"servicecidr_guard_policy_valid == 0\") and contains(\"up{\")"
       promtool=${PROMTOOL:-$(command -v promtool || true)}
       if [[ -n $promtool ]]; then
         jq '.[] | select(.kind == "PrometheusRule") | .spec' "$json" > "$work/rules.json"
