@@ -289,10 +289,11 @@ for target in "${targets[@]}"; do
         [.[] | select(.kind == \"Service\" and (.metadata.labels as \$l | \$sm.spec.selector.matchLabels | to_entries | all(\$l[.key] == .value)))] as \$svcs |
         (\$svcs | length == 1) and (\$svcs[0].spec.ports | map(.name) | index(\$sm.spec.endpoints[0].port) != null)
         and (\$svcs[0].spec.ports[0].targetPort == \"health\")"
-      check "PrometheusRule alerts: range filling up, webhook down, cache not synced, policy reload failing" "$defs
+      check "PrometheusRule alerts: range filling up, webhook down, cache not synced, policy reload failing, certificate expiring" "$defs
         [one(\"PrometheusRule\").spec.groups[].rules[] | .expr] | join(\" \") |
         contains(\"servicecidr_guard_servicecidr_addresses_in_use\") and contains(\"servicecidr_guard_servicecidr_usable_addresses\")
-        and contains(\"servicecidr_guard_cache_synced == 0\") and contains(\"servicecidr_guard_policy_valid == 0\") and contains(\"up{\")"
+        and contains(\"servicecidr_guard_cache_synced == 0\") and contains(\"servicecidr_guard_policy_valid == 0\") and contains(\"servicecidr_guard_certificate_expiry_timestamp_seconds\")
+        and contains(\"up{\")"
       promtool=${PROMTOOL:-$(command -v promtool || true)}
       if [[ -n $promtool ]]; then
         jq '.[] | select(.kind == "PrometheusRule") | .spec' "$json" > "$work/rules.json"
