@@ -1,7 +1,7 @@
 // The ServiceCIDR and IPAddress APIs: which version the cluster serves, and paged LISTs that keep
 // only what a record of each object needs (a full IPAddress object costs ~10x its record in memory).
 
-import { ApisApi, HttpMethod, Observable, RequestContext, type ConfigurationOptions, type KubeConfig } from '@kubernetes/client-node'
+import { ApisApi, CustomObjectsApi, HttpMethod, Observable, RequestContext, type ConfigurationOptions, type KubeConfig } from '@kubernetes/client-node'
 import { request, type Dispatcher } from 'undici'
 import { object, objects, readJSON, string, strings, withoutMismatches } from '../json/reader.ts'
 import { familyLabel, managedByLabel, type ObjectLike } from '../policy/state.ts'
@@ -34,18 +34,26 @@ export function withSignal(signal: AbortSignal | undefined): ConfigurationOption
   }
 }
 
-/** The newest networking.k8s.io version that serves ServiceCIDRs, from API discovery. */
+/**
+ * The newest networking.k8s.io version that serves ServiceCIDRs, from API discovery. A version of
+ * the group is not enough: every cluster serves networking.k8s.io/v1 for Ingress and NetworkPolicy,
+ * and only 1.33+ serves servicecidrs there; 1.31 and 1.32 serve them in v1beta1 alone, and
+ * v1alpha1 had only ipaddresses before 1.29. So each served version's resources are read, newest
+ * first, as kubectl finds a resource (discovery's ServerResourcesForGroupVersion).
+ */
 export async function discoverVersion(kubeConfig: KubeConfig, signal?: AbortSignal): Promise<string> {
   const list = await kubeConfig.makeApiClient(ApisApi).getAPIVersions({}, withSignal(signal))
   const served = list.groups.find((entry) => entry.name === group)?.versions.map((entry) => entry.version) ?? []
-  const version = knownVersions.find((candidate) => served.includes(candidate))
-  if (version === undefined) {
-    throw new APINotServedError(
-      `the cluster serves no ServiceCIDR API (${group} versions: ${served.join(', ') || 'none'}); ` +
-        'Kubernetes 1.33+ serves v1; 1.31 and 1.32 need the MultiCIDRServiceAllocator feature gate and networking.k8s.io/v1beta1 enabled',
-    )
+  for (const version of knownVersions) {
+    if (!served.includes(version)) continue
+    // GET /apis/{group}/{version}: the generated client has it for any group, not only custom ones.
+    const { resources } = await kubeConfig.makeApiClient(CustomObjectsApi).getAPIResources({ group, version }, withSignal(signal))
+    if (resources.some((resource) => resource.name === 'servicecidrs')) return version
   }
-  return version
+  throw new APINotServedError(
+    `the cluster serves no ServiceCIDR API (${group} versions: ${served.join(', ') || 'none'}${served.length === 0 ? '' : ', none with servicecidrs'}); ` +
+      'Kubernetes 1.33+ serves v1; 1.31 and 1.32 need the MultiCIDRServiceAllocator feature gate and networking.k8s.io/v1beta1 enabled',
+  )
 }
 
 const pageShape = object({
