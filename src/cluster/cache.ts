@@ -5,7 +5,7 @@ import type { KubeConfig } from '@kubernetes/client-node'
 import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord } from '../policy/state.ts'
 import type { ClusterView, IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 import { discoverVersion, group } from './api.ts'
-import { Reflector, type Log, type ReflectorSink } from './reflector.ts'
+import { Reflector, sleep, type Log, type ReflectorSink } from './reflector.ts'
 
 export interface ClusterCacheOptions {
   readonly kubeConfig: KubeConfig
@@ -63,6 +63,8 @@ export class ClusterCache {
   private readonly now: () => number
   private reflectors: (Reflector<ServiceCIDRRecord> | Reflector<IPAddressRecord>)[] = []
   private stopped = false
+  /** Aborted by stop(): ends discovery in flight and the wait before its next attempt. */
+  private readonly stopping = new AbortController()
   private starting: Promise<void> | undefined
   version: string | undefined
   lastError: string | undefined
@@ -83,11 +85,12 @@ export class ClusterCache {
     let delay = 500
     while (!this.stopped && this.version === undefined) {
       try {
-        this.version = await discoverVersion(kubeConfig)
+        this.version = await discoverVersion(kubeConfig, this.stopping.signal)
       } catch (error) {
+        if (this.stopping.signal.aborted) break
         this.lastError = error instanceof Error ? error.message : String(error)
         log.warn({ err: error, retryInMs: delay }, 'ServiceCIDR API discovery failed; retrying')
-        await new Promise((resolve) => setTimeout(resolve, delay))
+        await sleep(delay, this.stopping.signal)
         delay = Math.min(delay * 2, 30_000)
       }
     }
@@ -109,6 +112,7 @@ export class ClusterCache {
 
   async stop(): Promise<void> {
     this.stopped = true
+    this.stopping.abort()
     await Promise.all(this.reflectors.map((reflector) => reflector.stop()))
   }
 

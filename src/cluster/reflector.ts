@@ -3,6 +3,7 @@
 // (k8s.io/client-go/tools/cache/reflector.go, ListAndWatch), feeding projected records to a sink.
 
 import { Watch, type KubeConfig } from '@kubernetes/client-node'
+import { setTimeout as delay } from 'node:timers/promises'
 import type { ObjectLike } from '../policy/state.ts'
 import { listAll, type Resource } from './api.ts'
 
@@ -40,14 +41,12 @@ interface WatchEvent {
 
 class GoneError extends Error {}
 
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms)
-    signal.addEventListener('abort', () => {
-      clearTimeout(timer)
-      resolve()
-    }, { once: true })
-  })
+/**
+ * Resolves after `ms`, or at once when `signal` aborts (or has). Node's timer takes its abort
+ * listener off when it fires, so one long-lived signal can serve any number of waits.
+ */
+export const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  delay(ms, undefined, { signal }).catch(() => undefined)
 
 export class Reflector<R> {
   private readonly options: ReflectorOptions<R>
@@ -133,12 +132,13 @@ export class Reflector<R> {
     const { kubeConfig, resource, sink, log } = this.options
     const records: R[] = []
     // Each page is projected as it arrives, so only one page of full objects is held at a time.
+    // stop() aborts it: a LIST the apiserver does not answer must not hold a shutdown.
     this.resourceVersion = await listAll(kubeConfig, resource, (page) => {
       for (const item of page) {
         const record = sink.project(item)
         if (record !== undefined) records.push(record)
       }
-    })
+    }, undefined, this.stopping.signal)
     sink.replace(records)
     this.listed = true
     this.lists++

@@ -1,0 +1,59 @@
+// ClusterCache against a stand-in for kube-apiserver: stopping it ends what is in flight, so a
+// shutdown is never held by an apiserver that does not answer.
+
+import t from 'tap'
+import { setTimeout as delay } from 'node:timers/promises'
+import { ClusterCache } from '../../../src/cluster/cache.ts'
+import { standIn } from '../../support/apiserver.ts'
+
+const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined }
+
+const discovery = (url: string | undefined): { status: number, body: unknown } | undefined => {
+  if (url === '/apis') {
+    const v1 = { groupVersion: 'networking.k8s.io/v1', version: 'v1' }
+    return { status: 200, body: { kind: 'APIGroupList', groups: [{ name: 'networking.k8s.io', versions: [v1], preferredVersion: v1 }] } }
+  }
+  if (url === '/apis/networking.k8s.io/v1') {
+    return { status: 200, body: { kind: 'APIResourceList', groupVersion: 'networking.k8s.io/v1', resources: [{ name: 'servicecidrs', singularName: '', namespaced: false, kind: 'ServiceCIDR', verbs: ['list'] }] } }
+  }
+  return undefined
+}
+
+/** Resolves true if `promise` settles within `ms`. */
+const within = (promise: Promise<unknown>, ms: number): Promise<boolean> => Promise.race([promise.then(() => true), delay(ms, false)])
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await delay(10)
+}
+
+t.test('stop() ends a LIST the apiserver never answers', async (t) => {
+  const apiserver = await standIn((request) => discovery(request.url))
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  void cache.start()
+  await until(() => apiserver.requests.filter((url) => url.includes('/servicecidrs?') || url.includes('/ipaddresses?')).length === 2)
+  t.ok(await within(cache.stop(), 2000), 'stopped within 2 s')
+  t.equal(cache.syncState, 'Stopped')
+})
+
+t.test('stop() ends discovery the apiserver never answers, and it is not retried', async (t) => {
+  const apiserver = await standIn(() => undefined)
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  const started = cache.start()
+  await until(() => apiserver.requests.length === 1)
+  t.ok(await within(cache.stop(), 2000), 'stopped within 2 s')
+  t.ok(await within(started, 2000), 'start() has given up within 2 s')
+  t.equal(apiserver.requests.length, 1, 'no other request')
+})
+
+t.test('stop() ends the wait between two discovery attempts', async (t) => {
+  const apiserver = await standIn(() => ({ status: 503, body: { kind: 'Status', code: 503, message: 'unavailable' } }))
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  const started = cache.start()
+  await until(() => apiserver.requests.length === 3)
+  // The wait after a third failure is 2 s.
+  await cache.stop()
+  t.ok(await within(started, 500), 'start() has given up within 0.5 s')
+})
