@@ -67,7 +67,7 @@ export class ClusterCache {
   private readonly stopping = new AbortController()
   private starting: Promise<void> | undefined
   version: string | undefined
-  lastError: string | undefined
+  private discoveryError: string | undefined
 
   constructor(options: ClusterCacheOptions) {
     this.options = options
@@ -86,9 +86,10 @@ export class ClusterCache {
     while (!this.stopped && this.version === undefined) {
       try {
         this.version = await discoverVersion(kubeConfig, this.stopping.signal)
+        this.discoveryError = undefined
       } catch (error) {
         if (this.stopping.signal.aborted) break
-        this.lastError = error instanceof Error ? error.message : String(error)
+        this.discoveryError = error instanceof Error ? error.message : String(error)
         log.warn({ err: error, retryInMs: delay }, 'ServiceCIDR API discovery failed; retrying')
         await sleep(delay, this.stopping.signal)
         delay = Math.min(delay * 2, 30_000)
@@ -123,6 +124,11 @@ export class ClusterCache {
     const now = this.now()
     const staleAfter = this.options.staleAfterMs ?? 30_000
     return this.reflectors.some((reflector) => reflector.staleFor(now) > staleAfter) ? 'Stale' : 'Synced'
+  }
+
+  /** Why the view is not current, if a request failed: discovery's error, else a list's or a watch's. */
+  get lastError(): string | undefined {
+    return this.discoveryError ?? this.reflectors.find((reflector) => reflector.lastError !== undefined)?.lastError
   }
 
   get synced(): boolean {

@@ -61,6 +61,8 @@ export class Reflector<R> {
   private disconnectedAt: number
   /** Completed lists; a re-list after the first means a watch could not continue. */
   lists = 0
+  /** Why the last list or watch failed, until a list completes or a watch opens. */
+  lastError: string | undefined
 
   constructor(options: ReflectorOptions<R>) {
     this.options = options
@@ -120,6 +122,7 @@ export class Reflector<R> {
           needList = true
           continue
         }
+        this.lastError = error instanceof Error ? error.message : String(error)
         log.warn({ resource: resource.plural, err: error, retryInMs: delay }, 'list/watch failed; retrying')
         this.waking = new AbortController()
         await sleep(delay, AbortSignal.any([this.stopping.signal, this.waking.signal]))
@@ -141,6 +144,7 @@ export class Reflector<R> {
     }, undefined, this.stopping.signal)
     sink.replace(records)
     this.listed = true
+    this.lastError = undefined
     this.lists++
     log.info({ resource: resource.plural, version: resource.version, count: records.length, resourceVersion: this.resourceVersion }, 'listed')
   }
@@ -155,7 +159,7 @@ export class Reflector<R> {
       const onEvent = (type: string, object: WatchEvent['object']): void => {
         if (object === undefined) return
         if (type === 'ERROR') {
-          failure = object.code === 410 ? new GoneError(object.message ?? 'Gone') : new Error(`watch error ${object.code ?? ''} ${object.reason ?? ''}: ${object.message ?? ''}`)
+          failure = object.code === 410 ? new GoneError(object.message ?? 'Gone') : new Error(`watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
           this.watchAbort?.abort()
           return
         }
@@ -172,7 +176,7 @@ export class Reflector<R> {
         if (this.watching) this.disconnectedAt = now()
         this.watching = false
         if (failure) reject(failure)
-        else if (error && !this.stopping.signal.aborted) reject(error instanceof Error ? error : new Error(JSON.stringify(error)))
+        else if (error && !this.stopping.signal.aborted) reject(new Error(`watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}`, { cause: error }))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')
           resolve(events)
@@ -186,7 +190,10 @@ export class Reflector<R> {
         }, onEvent, onDone)
         .then((abort) => {
           this.watchAbort = abort
-          if (!abort.signal.aborted) this.watching = true
+          if (!abort.signal.aborted) {
+            this.watching = true
+            this.lastError = undefined
+          }
           if (this.stopping.signal.aborted) abort.abort()
         }, reject)
     })

@@ -1,6 +1,7 @@
 // A stand-in for kube-apiserver over plain HTTP on loopback: each request is answered by `answer`
-// (status and JSON body), or left hanging when it returns undefined. Enough for discovery, paged
-// LISTs and a kubeconfig that points at it.
+// (status and JSON body), left open after its headers ('open', a watch with no events), or left
+// hanging when it returns undefined. Enough for discovery, paged LISTs, watches and a kubeconfig
+// that points at it.
 
 import { KubeConfig } from '@kubernetes/client-node'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
@@ -13,12 +14,16 @@ export interface StandIn {
   close(): Promise<void>
 }
 
-export async function standIn(answer: (request: IncomingMessage) => { status: number, body: unknown } | undefined): Promise<StandIn> {
+export async function standIn(answer: (request: IncomingMessage) => { status: number, body: unknown } | 'open' | undefined): Promise<StandIn> {
   const requests: string[] = []
   const server: Server = createServer((request, response) => {
     requests.push(request.url ?? '')
     const reply = answer(request)
     if (reply === undefined) return
+    if (reply === 'open') {
+      response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
+      return
+    }
     response.writeHead(reply.status, { 'content-type': 'application/json' }).end(JSON.stringify(reply.body))
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -57,3 +57,38 @@ t.test('stop() ends the wait between two discovery attempts', async (t) => {
   await cache.stop()
   t.ok(await within(started, 500), 'start() has given up within 0.5 s')
 })
+
+/** An empty LIST at resourceVersion 5; a watch is left open. */
+const emptyList = (url: string | undefined): { status: number, body: unknown } | 'open' =>
+  (url ?? '').includes('watch=true') ? 'open' : { status: 200, body: { kind: 'List', metadata: { resourceVersion: '5' }, items: [] } }
+
+t.test('lastError: what keeps the cache from syncing now, not what failed before', async (t) => {
+  let discoveries = 0
+  const apiserver = await standIn((request) => {
+    if (request.url === '/apis' && discoveries++ === 0) return { status: 503, body: { kind: 'Status', code: 503, message: 'starting' } }
+    return discovery(request.url) ?? emptyList(request.url)
+  })
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => cache.syncState === 'Synced')
+  t.equal(cache.lastError, undefined, 'the discovery that failed at first is not reported once synced')
+})
+
+t.test('lastError: a LIST that fails says which and why', async (t) => {
+  const apiserver = await standIn((request) => {
+    if ((request.url ?? '').startsWith('/apis/networking.k8s.io/v1/ipaddresses')) {
+      return { status: 403, body: { kind: 'Status', code: 403, message: 'ipaddresses.networking.k8s.io is forbidden: User "system:serviceaccount:x:y" cannot list resource "ipaddresses"' } }
+    }
+    return discovery(request.url) ?? emptyList(request.url)
+  })
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => apiserver.requests.some((url) => url.includes('/ipaddresses?')))
+  await delay(50)
+  t.equal(cache.syncState, 'Syncing')
+  t.equal(cache.lastError, 'listing ipaddresses: HTTP 403: ipaddresses.networking.k8s.io is forbidden: User "system:serviceaccount:x:y" cannot list resource "ipaddresses"')
+})
