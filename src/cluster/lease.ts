@@ -96,7 +96,8 @@ export class KubeLeaseStore implements LeaseStore {
     await this.kubeConfig.applyToHTTPSOptions(options)
     if (cluster.proxyUrl === undefined) options.agent = this.agent
     options.signal = AbortSignal.timeout(Math.max(1, timeoutMs))
-    const url = new URL(path, cluster.server)
+    // Appended, not resolved: an absolute path would drop the server's own (Rancher's /k8s/clusters/ID).
+    const url = new URL(`${cluster.server.replace(/\/+$/, '')}${path}`)
     return new Promise<LeaseObject>((resolve, reject) => {
       const call = request(url, options, (response) => {
         const chunks: Buffer[] = []

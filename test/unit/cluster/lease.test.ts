@@ -71,10 +71,10 @@ async function apiserver(): Promise<Apiserver> {
   return state
 }
 
-function kubeConfig(port: number): KubeConfig {
+function kubeConfig(port: number, prefix = ''): KubeConfig {
   const config = new KubeConfig()
   config.loadFromOptions({
-    clusters: [{ name: 'c', server: `https://127.0.0.1:${String(port)}`, caData: readFileSync(join(dir, 'tls.crt')).toString('base64'), skipTLSVerify: false }],
+    clusters: [{ name: 'c', server: `https://127.0.0.1:${String(port)}${prefix}`, caData: readFileSync(join(dir, 'tls.crt')).toString('base64'), skipTLSVerify: false }],
     users: [{ name: 'u', token: 'the-token' }],
     contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
     currentContext: 'x',
@@ -144,4 +144,16 @@ t.test('statuses map to kinds; a hung apiserver times out; a closed port is unav
   const nowhere = new KubeLeaseStore(kubeConfig(closed.port), 'servicecidr-guard-system', 'servicecidr-guard-reservations')
   t.teardown(() => { nowhere.close() })
   t.match(await kind(nowhere.get(1000)), { kind: 'unavailable', message: /ECONNREFUSED/ })
+})
+
+// Rancher's cluster proxy, an API gateway or kubectl proxy --api-prefix put the API under a path;
+// kubectl, client-go and this project's LISTs and watches keep it.
+t.test('a server URL with a path: requests go under it', async (t) => {
+  const server = await apiserver()
+  t.teardown(() => { server.server.close() })
+  const store = new KubeLeaseStore(kubeConfig(server.port, '/k8s/clusters/c-m-1/'), 'servicecidr-guard-system', 'servicecidr-guard-reservations')
+  t.teardown(() => { store.close() })
+  server.next = { status: 200, body: { kind: 'Lease' } }
+  await store.get(1000)
+  t.same(server.requests.map(({ url }) => url), [`/k8s/clusters/c-m-1${path}`])
 })
