@@ -2,7 +2,7 @@
 // only what a record of each object needs (a full IPAddress object costs ~10x its record in memory).
 
 import { ApisApi, CustomObjectsApi, HttpMethod, Observable, RequestContext, type ConfigurationOptions, type KubeConfig } from '@kubernetes/client-node'
-import { request, type Dispatcher } from 'undici'
+import { errors, request, type Dispatcher } from 'undici'
 import { object, objects, readJSON, string, strings, withoutMismatches } from '../json/reader.ts'
 import { familyLabel, managedByLabel, type ObjectLike } from '../policy/state.ts'
 
@@ -111,7 +111,9 @@ export function statusMessage(text: string): string {
  * 100,000 IPAddresses the round trips were most of the start-up time (docs/benchmarks.md,
  * "Start-up"). No gzip: the apiserver compresses only when asked, and on a cluster network the
  * CPU costs both sides more than the bytes. `signal` aborts the request in flight (an audit's
- * deadline).
+ * deadline). A page whose answer stops for `pageTimeoutMs` is given up: kube-apiserver ends every
+ * LIST within its --request-timeout (1 min by default), so only a connection to an apiserver that
+ * is gone (kept alive in the pool, its packets dropped) waits longer, and undici would wait 5 min.
  */
 export async function listAll(
   kubeConfig: KubeConfig,
@@ -119,6 +121,7 @@ export async function listAll(
   onPage: (items: readonly ObjectLike[]) => void,
   limit = 5000,
   signal?: AbortSignal,
+  pageTimeoutMs = 60_000,
 ): Promise<string> {
   const cluster = kubeConfig.getCurrentCluster()
   if (cluster === null) throw new ListError('the kubeconfig names no cluster')
@@ -129,16 +132,28 @@ export async function listAll(
     // The same authentication and TLS as every client-node call (KubeConfig is its SecurityAuthentication).
     const context = new RequestContext(next === undefined ? base : `${base}&continue=${encodeURIComponent(next)}`, HttpMethod.GET)
     await kubeConfig.applySecurityAuthentication(context)
-    const response = await request(context.getUrl(), {
-      method: 'GET',
-      headers: { ...context.getHeaders(), accept: 'application/json' },
-      ...(context.getDispatcher() === undefined ? {} : { dispatcher: context.getDispatcher() as Dispatcher }),
-      ...(signal === undefined ? {} : { signal }),
-    })
-    const body = Buffer.from(await response.body.arrayBuffer())
-    if (response.statusCode !== 200) {
+    let body: Buffer
+    let statusCode: number
+    try {
+      const response = await request(context.getUrl(), {
+        method: 'GET',
+        headers: { ...context.getHeaders(), accept: 'application/json' },
+        headersTimeout: pageTimeoutMs,
+        bodyTimeout: pageTimeoutMs,
+        ...(context.getDispatcher() === undefined ? {} : { dispatcher: context.getDispatcher() as Dispatcher }),
+        ...(signal === undefined ? {} : { signal }),
+      })
+      statusCode = response.statusCode
+      body = Buffer.from(await response.body.arrayBuffer())
+    } catch (error) {
+      if (error instanceof errors.HeadersTimeoutError || error instanceof errors.BodyTimeoutError) {
+        throw new ListError(`listing ${resource.plural}: no answer within ${String(pageTimeoutMs / 1000)} s`)
+      }
+      throw error
+    }
+    if (statusCode !== 200) {
       const detail = statusMessage(body.toString('utf8', 0, 4096))
-      throw new ListError(`listing ${resource.plural}: HTTP ${String(response.statusCode)}: ${detail}`, response.statusCode, detail)
+      throw new ListError(`listing ${resource.plural}: HTTP ${String(statusCode)}: ${detail}`, statusCode, detail)
     }
     const page = withoutMismatches(readJSON(body, pageShape)) as Page
     onPage(page.items ?? [])

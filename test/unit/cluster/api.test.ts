@@ -1,9 +1,10 @@
-// API discovery against a stand-in for kube-apiserver: the version chosen is one that serves
-// servicecidrs, not merely one of networking.k8s.io (whose v1 every cluster serves for Ingress and
-// NetworkPolicy).
+// API discovery and LISTs against a stand-in for kube-apiserver: the version chosen is one that
+// serves servicecidrs, not merely one of networking.k8s.io (whose v1 every cluster serves for
+// Ingress and NetworkPolicy); a page that does not come is given up.
 
 import t from 'tap'
-import { APINotServedError, discoverVersion } from '../../../src/cluster/api.ts'
+import { setTimeout as delay } from 'node:timers/promises'
+import { APINotServedError, ListError, discoverVersion, listAll } from '../../../src/cluster/api.ts'
 import { standIn } from '../../support/apiserver.ts'
 
 /** Discovery of a cluster serving these networking.k8s.io versions, each with these resources. */
@@ -52,4 +53,17 @@ t.test('discoverVersion: a cluster whose networking.k8s.io serves no servicecidr
     ), name)
     await apiserver.close()
   }
+})
+
+// A healthy kube-apiserver ends every LIST within its --request-timeout (1 min); a page that does not
+// come (a connection to an apiserver that died) must not hold the cache for undici's 5 minutes.
+t.test('listAll: a page that does not come within the page timeout is an error', async (t) => {
+  const apiserver = await standIn((request) => ((request.url ?? '').includes('continue=') ? undefined : { status: 200, body: { metadata: { resourceVersion: '5', continue: 'next' }, items: [] } }))
+  t.teardown(() => apiserver.close())
+  const resource = { group: 'networking.k8s.io', version: 'v1', plural: 'ipaddresses' } as const
+  const listing = listAll(apiserver.kubeConfig, resource, () => undefined, 5000, undefined, 200)
+  const outcome = await Promise.race([listing.then(() => 'listed', (error: unknown) => error), delay(2000, 'still waiting')])
+  t.ok(outcome instanceof ListError, 'rejected with a ListError')
+  t.equal((outcome as Error).message, 'listing ipaddresses: no answer within 0.2 s')
+  t.equal(apiserver.requests.length, 2, 'the first page came; the second did not')
 })
