@@ -87,6 +87,8 @@ export interface SharedReservationsOptions {
   /** Writes tried per batch before failing closed (default 20); the deadline bounds them too. */
   readonly maxAttempts?: number
   readonly maxEntries?: number
+  /** The most bytes the annotation may take (default 200 KiB): see maxAnnotationBytes. */
+  readonly maxBytes?: number
   readonly now?: () => number
   readonly log: { warn(object: object, message: string): void }
   readonly events?: ReservationEvents
@@ -166,6 +168,16 @@ function within<T>(call: Promise<T>, ms: number): Promise<T> {
  */
 const retryPause = (): Promise<void> => new Promise((resolve) => { setTimeout(resolve, Math.random() * 10) })
 
+/**
+ * kube-apiserver refuses an object whose annotations, keys and values, exceed 256 KiB
+ * (ValidateAnnotationsSize, k8s.io/apimachinery/pkg/api/validation/objectmeta.go) with a 422. The
+ * reservations stay below that with room for the Lease's other annotations (kubectl's
+ * last-applied-configuration), so a Lease too full to take more fails as 'full', saying so, not as
+ * an update kube-apiserver rejected. 1,000 entries of ServiceCIDR names of 253 characters would
+ * take ~500 KB: the entry cap alone does not keep it there.
+ */
+export const maxAnnotationBytes = 200 * 1024
+
 const recorded: ReserveResult = Object.freeze({ outcome: 'recorded' })
 const refused: ReserveResult = Object.freeze({ outcome: 'refused' })
 
@@ -185,6 +197,7 @@ export class SharedReservations {
   private readonly now: () => number
   private readonly maxAttempts: number
   private readonly maxEntries: number
+  private readonly maxBytes: number
   private queue: Waiter[] = []
   /** A drain is scheduled or running: what queues meanwhile goes in its next batch. */
   private draining = false
@@ -208,6 +221,7 @@ export class SharedReservations {
     this.now = options.now ?? Date.now
     this.maxAttempts = options.maxAttempts ?? 20
     this.maxEntries = options.maxEntries ?? 1000
+    this.maxBytes = options.maxBytes ?? maxAnnotationBytes
   }
 
   get where(): string {
@@ -394,6 +408,11 @@ export class SharedReservations {
         return
       }
       const text = formatReservations(next)
+      const bytes = Buffer.byteLength(text)
+      if (bytes > this.maxBytes) {
+        this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations; with this one they would take ${String(bytes)} bytes, the most its annotation takes is ${String(this.maxBytes)}`)
+        return
+      }
       const writeStart = this.now()
       const writeTimeoutMs = this.remaining(admitted)
       try {

@@ -3,7 +3,7 @@
 // conflict, a bound on attempts, a deadline, expiry, and failing closed with a reason.
 
 import t from 'tap'
-import { formatReservations, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
+import { formatReservations, maxAnnotationBytes, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
 import { MemoryLeaseStore } from '../../support/lease-store.ts'
 import { serviceCIDR } from '../../support/fixtures.ts'
 
@@ -237,6 +237,28 @@ t.test('a Lease too full to take more fails closed', async (t) => {
     detail: 'the Lease servicecidr-guard-system/servicecidr-guard-reservations already holds 2 reservations, the most it takes is 2',
   })
   t.equal(store.updates, 0)
+})
+
+t.test('a Lease whose annotation would outgrow what kube-apiserver takes fails closed as full, before the write', async (t) => {
+  // Two long-named entries held; a third would take the annotation past the cap.
+  const long = (letter: string): string => `${letter.repeat(63)}.${'n'.repeat(63)}.${'m'.repeat(63)}.${'o'.repeat(61)}`
+  const annotation = formatReservations([entry(long('x'), ['10.1.0.0/24'], start + ttlMs), entry(long('y'), ['10.1.1.0/24'], start + ttlMs)])
+  const store = new MemoryLeaseStore({ annotation })
+  const { reservations } = rig(store, { maxBytes: Buffer.byteLength(annotation) + 100 })
+  const result = await reservations.reserve(request(long('a'), ['10.0.0.0/24']), always)
+  t.match(result, { outcome: 'failed', reason: 'full', detail: /^the Lease servicecidr-guard-system\/servicecidr-guard-reservations already holds 2 reservations; with this one they would take \d+ bytes, the most its annotation takes is \d+$/ })
+  t.equal(store.updates, 0)
+  // A short name still fits.
+  const { reservations: roomy } = rig(new MemoryLeaseStore({ annotation }), { maxBytes: Buffer.byteLength(annotation) + 200 })
+  t.same(await roomy.reserve(request('a', ['10.0.0.0/24']), always), { outcome: 'recorded' })
+})
+
+t.test('the byte cap is needed beside the entry cap, and stays within kube-apiserver\'s 256 KiB', (t) => {
+  const name = (i: number): string => `${String(i).padStart(4, '0')}${'n'.repeat(59)}.${'n'.repeat(63)}.${'m'.repeat(63)}.${'o'.repeat(61)}`
+  const entries = Array.from({ length: 1000 }, (_, i) => entry(name(i), ['fd00:1234:5678:9abc:def0:1234:5678:0/112', '10.1.1.0/24'], start + ttlMs))
+  t.ok(Buffer.byteLength(formatReservations(entries)) > maxAnnotationBytes, 'the entry cap alone would not keep it under')
+  t.ok(maxAnnotationBytes < 256 * 1024 - 16 * 1024, 'room is left for the Lease\'s other annotations')
+  t.end()
 })
 
 t.test('an annotation that does not parse is dropped with a warning and written over', async (t) => {
