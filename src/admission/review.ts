@@ -236,8 +236,13 @@ export interface AdmissionReviewOut {
 
 const wrap = (response: AdmissionResponse): AdmissionReviewOut => ({ apiVersion: admissionAPIVersion, kind: 'AdmissionReview', response })
 
-/** Keys under which the violations are recorded in the API server's audit log. */
-const auditKey = 'servicecidr-guard.dev/violations'
+/**
+ * The key under which the violations are recorded in the API server's audit log. kube-apiserver
+ * prefixes it with the webhook's name and drops a key that is then not `prefix/name` (the
+ * validating webhook dispatcher's callHook, checkKeyFormat in k8s.io/apiserver/pkg/admission), so
+ * it is a name only: the audit event holds `validate.servicecidr-guard.dev/violations`.
+ */
+const auditKey = 'violations'
 
 export function encodeDecision(uid: string, decision: Decision): AdmissionReviewOut {
   const response: AdmissionResponse = { uid, allowed: decision.allowed }

@@ -125,9 +125,23 @@ t.test('a denied CREATE is a 200 AdmissionReview with a 403 status, the causes a
         message,
         details: { causes: [{ reason: 'AllowedRanges', message: 'spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20)', field: 'spec.cidrs[0]' }] },
       },
-      auditAnnotations: { 'servicecidr-guard.dev/violations': 'AllowedRanges: spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20)' },
+      auditAnnotations: { violations: 'AllowedRanges: spec.cidrs[0] 10.100.0.0/24 is outside the allowed IPv4 ranges (34.118.224.0/20)' },
     },
   })
+})
+
+t.test('the audit annotation keeps its key once kube-apiserver prefixes it with the webhook name', async (t) => {
+  const { app } = harness({ ...gke, enforcement: 'Audit' })
+  const response = await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'outside', ['10.100.0.0/24']) })
+  const { auditAnnotations } = response.json<{ response: { auditAnnotations: Record<string, string> } }>().response
+  // The apiserver records `<webhook name>/<key>` and drops a key that is not then one prefix and one
+  // qualified name (checkKeyFormat in k8s.io/apiserver/pkg/admission/attributes.go).
+  for (const key of Object.keys(auditAnnotations)) {
+    const parts = `validate.servicecidr-guard.dev/${key}`.split('/')
+    t.equal(parts.length, 2, `${key}: one prefix, one name`)
+    t.match(parts[1], /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/, `${key}: a qualified name`)
+  }
+  t.same(Object.keys(auditAnnotations), ['violations'])
 })
 
 t.test('Warn mode allows and returns admission warnings', async (t) => {
@@ -211,7 +225,7 @@ t.test('the shared reservation cannot be recorded: Deny refuses with a message t
         message: `ServiceCIDR "extra" was not admitted: ${unconfirmedMessage}. Nothing was created; retry in a few seconds, and if this keeps happening, ask your platform team to check the servicecidr-guard webhook.`,
         details: { causes: [{ reason: 'OverlapUnconfirmed', message: unconfirmedMessage, field: 'spec.cidrs' }] },
       },
-      auditAnnotations: { 'servicecidr-guard.dev/violations': `OverlapUnconfirmed: ${unconfirmedMessage}` },
+      auditAnnotations: { violations: `OverlapUnconfirmed: ${unconfirmedMessage}` },
     },
   })
   t.same([...state.pendingServiceCIDRs()], [], 'the refused CREATE holds no reservation here')
@@ -229,7 +243,7 @@ t.test('the shared reservation cannot be recorded: Warn admits with a warning, A
       uid: 'uid-extra',
       allowed: true,
       warnings: [`servicecidr-guard (Warn): ${unconfirmedMessage}; another replica may have admitted an overlapping range at the same moment`],
-      auditAnnotations: { 'servicecidr-guard.dev/violations': `OverlapUnconfirmed: ${unconfirmedMessage}` },
+      auditAnnotations: { violations: `OverlapUnconfirmed: ${unconfirmedMessage}` },
     },
   })
   const audit = harness({ ...gke, enforcement: 'Audit' }, { reservations: shared(store) })
@@ -237,7 +251,7 @@ t.test('the shared reservation cannot be recorded: Warn admits with a warning, A
   t.same(audited.json(), {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
-    response: { uid: 'uid-extra', allowed: true, auditAnnotations: { 'servicecidr-guard.dev/violations': `OverlapUnconfirmed: ${unconfirmedMessage}` } },
+    response: { uid: 'uid-extra', allowed: true, auditAnnotations: { violations: `OverlapUnconfirmed: ${unconfirmedMessage}` } },
   })
   const metrics = await audit.app.inject({ method: 'GET', url: '/metrics' })
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="audited"} 1')
@@ -260,7 +274,7 @@ t.test('a range another replica reserved moments ago: the CREATE is refused, nam
         message: `ServiceCIDR "mine" is not allowed by the servicecidr-guard policy: ${cause}. 34.118.225.0/25 is free and the policy admits it.`,
         details: { causes: [{ reason: 'Overlap', message: cause, field: 'spec.cidrs[0]' }] },
       },
-      auditAnnotations: { 'servicecidr-guard.dev/violations': `Overlap: ${cause}` },
+      auditAnnotations: { violations: `Overlap: ${cause}` },
     },
   })
   t.equal(store.updates, 0, 'nothing written for a refused CREATE')
