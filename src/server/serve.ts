@@ -184,7 +184,13 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       }),
     ])
     clearTimeout(deadline)
-    if (timedOut) logger.warn({ timeoutMs: options.shutdownTimeoutMs }, 'in-flight reviews did not finish in time')
+    if (timedOut) {
+      logger.warn({ timeoutMs: options.shutdownTimeoutMs }, 'in-flight reviews did not finish in time; closing their connections')
+      // Once the server is closing, Node no longer checks the headers and request timeouts
+      // (Server#close stops connectionsCheckingInterval), so a request still arriving, however
+      // slowly, would otherwise keep the process running past the shutdown timeout.
+      webhookApp?.server.closeAllConnections()
+    }
     certificate.stop()
     policySource.stop()
     leaseStore?.close()

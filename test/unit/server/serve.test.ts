@@ -134,6 +134,24 @@ t.test('shutdown lets an in-flight review finish', async (t) => {
   t.match(response, /"uid":"u1","allowed":false/)
 })
 
+t.test('a request still arriving when the shutdown timeout ends is cut off, not waited for', async (t) => {
+  const policyPath = join(dir, 'policy5.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  const running = await serve(serveOptions({ policyPath, certPath: join(dir, 'tls.crt'), keyPath: join(dir, 'tls.key'), shutdownTimeoutMs: 200 }))
+  await running.listening
+  const socket = connect({ host: '127.0.0.1', port: running.webhookAddress()!.port, ca, servername: 'localhost' })
+  await new Promise((resolve) => socket.once('secureConnect', resolve))
+  socket.on('error', () => undefined)
+  t.teardown(() => { socket.destroy() })
+  // A body sent a byte at a time: never idle, and past the request timeout only if it is checked.
+  socket.write('POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{')
+  const trickle = setInterval(() => { socket.write(' ') }, 50)
+  const closed = new Promise<boolean>((resolve) => socket.once('close', () => { resolve(true) }))
+  t.teardown(() => { clearInterval(trickle) })
+  await running.shutdown('SIGTERM')
+  t.ok(await Promise.race([closed, wait(2000).then(() => false)]), 'the connection is closed once the shutdown timeout has passed')
+})
+
 t.test('after shutdown nothing of the server keeps the process alive', async (t) => {
   const policyPath = join(dir, 'policy4.yaml')
   writeFileSync(policyPath, policy('Deny'))
