@@ -172,7 +172,7 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       durationMs: Math.round(seconds * 1e6) / 1e3,
     }
     if (outcome.error?.code === errors.overloaded.code || outcome.error?.code === errors.bodyTooLarge.code) refused(outcome.error.code)
-    else if (outcome.error) logger.warn({ ...line, detail: outcome.error.detail }, 'review refused: bad request')
+    else if (outcome.error) logger.warn({ ...line, detail: outcome.error.detail }, outcome.status >= 500 ? 'review refused: internal error' : 'review refused: bad request')
     else decisions(line)
   }
 

@@ -353,6 +353,18 @@ t.test('a failing reviewer answers 500 with the uid and the server keeps serving
   t.equal(again.statusCode, 200)
 })
 
+t.test('a review refused for an internal error is logged as one, not as a bad request', async (t) => {
+  const written: { level: number, msg: string, uid?: string, reason?: string }[] = []
+  const logger = pino({ level: 'info' }, { write: (text: string) => { written.push(JSON.parse(text) as typeof written[number]) } })
+  const { app } = harness(gke, { logger, reviewer: () => { throw new TypeError('boom') } })
+  await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'x', ['34.118.224.0/24']) })
+  t.match(written, [
+    { level: 50, msg: 'review failed' },
+    { level: 40, msg: 'review refused: internal error', uid: 'uid-x', reason: 'SCG_INTERNAL' },
+  ])
+  t.equal(written.length, 2)
+})
+
 t.test('unknown paths answer 404 as an AdmissionReview', async (t) => {
   const { app } = harness()
   const response = await app.inject({ method: 'GET', url: '/validate' })
