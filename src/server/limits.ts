@@ -222,7 +222,7 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate
     const stop = (error: Error | null, body?: Buffer): void => {
       payload.removeListener('data', onData)
       payload.removeListener('end', onEnd)
-      payload.removeListener('error', stop)
+      payload.removeListener('error', onError)
       done(error, body)
     }
     const onData = (chunk: Buffer): void => {
@@ -249,8 +249,14 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate
       // A copy: the chunks are views of the socket's read buffers, which they would keep alive.
       stop(null, Buffer.concat(chunks, received))
     }
+    // The body stream fails when the client hangs up before its last byte: its fault, a 400, as
+    // fastify's own body reader (rawBody in lib/content-type-parser.js) marks it, not a 500.
+    const onError = (error: Error & { statusCode?: number }): void => {
+      error.statusCode ??= 400
+      stop(error)
+    }
     payload.on('data', onData)
     payload.on('end', onEnd)
-    payload.on('error', stop)
+    payload.on('error', onError)
   })
 }

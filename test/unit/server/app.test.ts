@@ -353,6 +353,19 @@ t.test('a failing reviewer answers 500 with the uid and the server keeps serving
   t.equal(again.statusCode, 200)
 })
 
+t.test('a client that hangs up before the end of its body is refused as a bad request, not an internal error', async (t) => {
+  const written: { level: number, msg: string, reason?: string }[] = []
+  const logger = pino({ level: 'info' }, { write: (text: string) => { written.push(JSON.parse(text) as typeof written[number]) } })
+  const { app, metrics } = harness(gke, { logger })
+  const body = JSON.stringify(review('CREATE', 'x', ['34.118.224.0/24']))
+  // The body stream fails as Node's fails it when the connection closes early ("aborted").
+  const response = await app.inject({ method: 'POST', url: '/validate', headers: { 'content-type': 'application/json' }, payload: body.slice(0, 20), simulate: { error: true, end: false, split: false, close: false } })
+  t.equal(response.statusCode, 400)
+  t.match(written, [{ level: 40, msg: 'review refused: bad request', reason: 'SCG_BAD_REQUEST' }])
+  t.equal(written.length, 1, 'no error line with a stack')
+  t.match((await metrics.registry.getSingleMetricAsString('servicecidr_guard_review_errors_total')), 'code="SCG_BAD_REQUEST"} 1')
+})
+
 t.test('a review refused for an internal error is logged as one, not as a bad request', async (t) => {
   const written: { level: number, msg: string, uid?: string, reason?: string }[] = []
   const logger = pino({ level: 'info' }, { write: (text: string) => { written.push(JSON.parse(text) as typeof written[number]) } })
