@@ -20,6 +20,13 @@ function seconds(value: string): number {
   return parsed
 }
 
+/** An interval: 0 would poll the files back to back (about a third of a core, measured). */
+function interval(value: string): number {
+  const parsed = seconds(value)
+  if (parsed === 0) throw new InvalidArgumentError('must be a number of seconds above 0')
+  return parsed
+}
+
 /** A DNS-1123 label, as namespaces are; Lease names are DNS subdomains, which this is one of. */
 const dnsLabel = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/
 
@@ -77,7 +84,7 @@ export function serveCommand(): Command {
     .option('--health-port <port>', 'plain-HTTP port for /livez, /readyz and /metrics (0: any free port)', port, 8081)
     .option('--kubeconfig <file>', 'kubeconfig (default: in-cluster, else $KUBECONFIG or ~/.kube/config)')
     .addOption(new Option('--log-level <level>', 'log level').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).default('info'))
-    .option('--reload-interval <seconds>', 'how often the policy and certificate files are checked for changes', seconds, 2)
+    .option('--reload-interval <seconds>', 'how often the policy and certificate files are checked for changes', interval, 2)
     .option('--shutdown-delay <seconds>', 'after SIGTERM, keep serving while unready so endpoints drop this pod', seconds, 5)
     .option('--shutdown-timeout <seconds>', 'then, how long in-flight reviews may take to finish', seconds, 15)
     .option('--reservation-ttl <seconds>', 'how long an admitted range counts for overlap checks, on this replica and in the shared Lease, if the watch does not show it first (2 x the webhook\'s timeoutSeconds of 5)', seconds, 10)

@@ -43,3 +43,9 @@ t.test('a --reservation-lease that is not NAMESPACE/NAME is a usage error', asyn
     t.match(stderr, `error: option '--reservation-lease <namespace/name>' argument '${value}' is invalid. must be NAMESPACE/NAME of a Lease`)
   }
 })
+
+t.test('a --reload-interval of 0 is a usage error, not files read back to back', async (t) => {
+  const { code, stderr } = await run(['serve', '--reload-interval', '0'])
+  t.equal(code, 2)
+  t.match(stderr, "error: option '--reload-interval <seconds>' argument '0' is invalid. must be a number of seconds above 0")
+})
