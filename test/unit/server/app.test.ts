@@ -302,7 +302,14 @@ t.test('bad input gets a 400 that is itself an AdmissionReview', async (t) => {
       headers: { 'content-type': 'application/json' },
       payload: JSON.stringify({ ...review('CREATE', 'p', ['10.0.0.0/24']), request: { ...(review('CREATE', 'p', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Pod' } } }),
       uid: 'uid-p',
-      message: 'servicecidr-guard: servicecidr-guard only reviews networking.k8s.io ServiceCIDRs; check the webhook configuration rules (got core/v1 Pod) [SCG_UNSUPPORTED_RESOURCE]',
+      message: 'servicecidr-guard: this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs for capacity warnings, nothing else; check the webhook configuration rules (got core/v1 Pod) [SCG_UNSUPPORTED_RESOURCE]',
+    },
+    {
+      name: 'a Service UPDATE (the capacity webhook matching more than CREATE), uid echoed',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify({ ...review('UPDATE', 's', ['10.0.0.0/24']), request: { ...(review('UPDATE', 's', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Service' } } }),
+      uid: 'uid-s',
+      message: 'servicecidr-guard: this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs for capacity warnings, nothing else; check the webhook configuration rules (got core/v1 Service) [SCG_UNSUPPORTED_RESOURCE]',
     },
   ]
   for (const testCase of cases) {
