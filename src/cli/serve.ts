@@ -111,12 +111,16 @@ export function serveCommand(): Command {
         sharedReservation: sharedReservation(flags),
         staleAfterMs: flags.staleAfter * 1000,
       })
-      await new Promise<void>((resolve) => {
+      await new Promise<void>((resolve, reject) => {
         const stop = (signal: NodeJS.Signals): void => {
           void running.shutdown(signal).then(resolve)
         }
         process.once('SIGTERM', stop)
         process.once('SIGINT', stop)
+        // The webhook port cannot be listened on (in use, say): stop, then fail with one line.
+        running.listening.catch((error: unknown) => {
+          void running.shutdown('the webhook cannot listen').then(() => { reject(error instanceof Error ? error : new Error(String(error))) })
+        })
       })
       close()
     })

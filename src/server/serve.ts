@@ -143,6 +143,8 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       metrics.certificateExpiry.set(pair.notAfter.getTime() / 1000)
       if (first) {
         logger.info({ subject: pair.subject, notAfter: pair.notAfter }, 'serving certificate loaded')
+        // A first pair read as serve stops (a poll in flight) must not start a server nothing closes.
+        if (shuttingDown) return
         webhookApp = buildWebhookApp({ logger, decisions: options.decisions, metrics, health, reviewer, https: secureContextOptions(pair), draining: () => shuttingDown })
         webhookApp.listen({ host: options.host, port: options.port }).then(() => {
           listening = true
@@ -162,10 +164,27 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     },
   })
 
+  /** Stops what runs besides the two servers: the file polls, the Lease client, the watches. */
+  const stopSources = async (): Promise<void> => {
+    certificate.stop()
+    policySource.stop()
+    leaseStore?.close()
+    await cache.stop()
+  }
+
   let healthApp: FastifyInstance | undefined
   if (options.healthPort !== undefined) {
     healthApp = buildHealthApp({ logger, metrics, health })
-    await healthApp.listen({ host: options.host, port: options.healthPort })
+    try {
+      await healthApp.listen({ host: options.host, port: options.healthPort })
+    } catch (error) {
+      // Refused, serve must leave nothing running: a webhook serving without its probes' port
+      // would keep the process up after its caller has reported the error.
+      shuttingDown = true
+      await webhookApp?.close()
+      await stopSources()
+      throw error
+    }
   }
 
   const shutdown = async (reason: string): Promise<void> => {
@@ -191,10 +210,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       // slowly, would otherwise keep the process running past the shutdown timeout.
       webhookApp?.server.closeAllConnections()
     }
-    certificate.stop()
-    policySource.stop()
-    leaseStore?.close()
-    await cache.stop()
+    await stopSources()
     await healthApp?.close()
     logger.info('stopped')
   }
