@@ -312,6 +312,7 @@ write_env() {
     env_var WEBHOOK_REPLICAS "$WEBHOOK_REPLICAS"
     env_var SHARED_RESERVATION "$SHARED_RESERVATION"
     env_var LOCAL_DIR "$LOCAL_DIR"
+    env_var APISERVER_AUDIT_LOG "$LOCAL_DIR/logs/audit.log"
     env_var ETCD_CLIENT_PORT "$ETCD_CLIENT_PORT"
     env_var ETCD_PEER_PORT "$ETCD_PEER_PORT"
     env_var APISERVER_PORT "$APISERVER_PORT"
@@ -375,6 +376,8 @@ launch etcd "$bin_dir/etcd" \
 # watches when it shuts down (k8s.io/apiserver filters.WithWatchTerminationDuringShutdown); without it
 # the watches of kube-controller-manager and the webhook hold a SIGTERM for the whole 60 s
 # shutdown timeout, and every apiserver restart in the e2e suite would cost a minute.
+# --audit-*: ServiceCIDR requests are audited (hack/local/audit-policy.yaml) to logs/audit.log, where
+# the e2e suite finds the annotations the webhook adds.
 launch kube-apiserver "$bin_dir/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
   --advertise-address=127.0.0.1 \
@@ -392,6 +395,8 @@ launch kube-apiserver "$bin_dir/kube-apiserver" \
   --disable-admission-plugins=ServiceAccount \
   --endpoint-reconciler-type=none \
   --shutdown-watch-termination-grace-period=5s \
+  --audit-policy-file="$repo_root/hack/local/audit-policy.yaml" \
+  --audit-log-path="$LOCAL_DIR/logs/audit.log" \
   "${apiserver_version_flags[@]}"
 write_env
 

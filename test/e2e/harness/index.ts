@@ -10,7 +10,7 @@ import { KindHarness } from './kind.ts'
 import { LocalHarness, localDir } from './local.ts'
 import type { Harness, ReplicaFaults } from './types.ts'
 
-export type { Harness, ReplicaFaults, WebhookReadiness } from './types.ts'
+export type { AuditEvent, Harness, ReplicaFaults, WebhookReadiness } from './types.ts'
 
 /** The policy the specs are written against (config/policies/gke-beta.yaml unless E2E_POLICY). */
 export const baselinePolicyPath = process.env['E2E_POLICY'] ?? join(repoRoot, 'config/policies/gke-beta.yaml')
@@ -102,6 +102,10 @@ class SharedActions implements E2EHarness {
 
   sharedReservation(): Promise<boolean> {
     return this.inner.sharedReservation()
+  }
+
+  apiserverAuditEvents(): ReturnType<Harness['apiserverAuditEvents']> {
+    return this.inner.apiserverAuditEvents()
   }
 
   apiserverMetrics(): Promise<string> {

@@ -5,13 +5,14 @@
 
 import { execFile } from 'node:child_process'
 import { readFileSync, realpathSync, renameSync, writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { dirname, join, relative } from 'node:path'
 import { promisify } from 'node:util'
 import { readEnvFile } from '../lib/env-file.ts'
 import { Cluster } from '../lib/kube.ts'
 import { poll } from '../lib/wait.ts'
 import { httpGet } from './http.ts'
-import type { Harness, WebhookReadiness } from './types.ts'
+import type { AuditEvent, Harness, WebhookReadiness } from './types.ts'
 
 const run = promisify(execFile)
 
@@ -138,6 +139,12 @@ export class LocalHarness implements Harness {
 
   sharedReservation(): Promise<boolean> {
     return Promise.resolve(this.env['SHARED_RESERVATION'] !== '0')
+  }
+
+  /** The audit log hack/local/up.sh has kube-apiserver write: one JSON event a line. */
+  async apiserverAuditEvents(): Promise<readonly AuditEvent[]> {
+    const text = await readFile(this.need('APISERVER_AUDIT_LOG'), 'utf8')
+    return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as AuditEvent)
   }
 
   describe(): Record<string, string> {

@@ -3,6 +3,15 @@
 
 import type { Cluster } from '../lib/kube.ts'
 
+/** The fields of an audit.k8s.io/v1 Event the specs read. */
+export interface AuditEvent {
+  readonly stage?: string
+  readonly verb?: string
+  readonly objectRef?: { readonly resource?: string, readonly name?: string }
+  readonly responseStatus?: { readonly code?: number }
+  readonly annotations?: Readonly<Record<string, string>>
+}
+
 export interface WebhookReadiness {
   readonly status: number
   /** The webhook's /readyz document: { ready, checks: { cache: { state }, policy: { loadedAt } ... } } */
@@ -55,6 +64,12 @@ export interface Harness {
    * SHARED_RESERVATION of hack/local/up.sh; kind, the Deployment's arguments.
    */
   sharedReservation(): Promise<boolean>
+  /**
+   * kube-apiserver's audit events for ServiceCIDRs (local: logs/audit.log, per
+   * hack/local/audit-policy.yaml), or undefined where the suite cannot read the audit log: kind's
+   * kube-apiserver is configured by kind, without one.
+   */
+  apiserverAuditEvents(): Promise<readonly AuditEvent[] | undefined>
   /** Pod faults of the webhook's Deployment; undefined where the replicas are processes (local). */
   readonly replicas: ReplicaFaults | undefined
   /** What the summary should say about the target (versions, names). */
