@@ -14,7 +14,7 @@
 #   pids/COMPONENT            "PID STARTTIME" of each process we started
 #   containers/COMPONENT      the container a component runs in (WEBHOOK=image), if any
 #   logs/COMPONENT.log        stdout and stderr of each component
-#   logs/audit.log            kube-apiserver's audit log of ServiceCIDR requests (hack/local/audit-policy.yaml)
+#   logs/audit.log            kube-apiserver's audit log of ServiceCIDR requests (hack/audit-policy.yaml)
 
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 LOCAL_DIR=${LOCAL_DIR:-$repo_root/.local}

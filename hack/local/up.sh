@@ -376,7 +376,7 @@ launch etcd "$bin_dir/etcd" \
 # watches when it shuts down (k8s.io/apiserver filters.WithWatchTerminationDuringShutdown); without it
 # the watches of kube-controller-manager and the webhook hold a SIGTERM for the whole 60 s
 # shutdown timeout, and every apiserver restart in the e2e suite would cost a minute.
-# --audit-*: ServiceCIDR requests are audited (hack/local/audit-policy.yaml) to logs/audit.log, where
+# --audit-*: ServiceCIDR requests are audited (hack/audit-policy.yaml) to logs/audit.log, where
 # the e2e suite finds the annotations the webhook adds.
 launch kube-apiserver "$bin_dir/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_CLIENT_PORT" \
@@ -395,7 +395,7 @@ launch kube-apiserver "$bin_dir/kube-apiserver" \
   --disable-admission-plugins=ServiceAccount \
   --endpoint-reconciler-type=none \
   --shutdown-watch-termination-grace-period=5s \
-  --audit-policy-file="$repo_root/hack/local/audit-policy.yaml" \
+  --audit-policy-file="$repo_root/hack/audit-policy.yaml" \
   --audit-log-path="$LOCAL_DIR/logs/audit.log" \
   "${apiserver_version_flags[@]}"
 write_env

@@ -104,8 +104,8 @@ class SharedActions implements E2EHarness {
     return this.inner.sharedReservation()
   }
 
-  apiserverAuditEvents(): ReturnType<Harness['apiserverAuditEvents']> {
-    return this.inner.apiserverAuditEvents()
+  apiserverAuditEvents(name: string): ReturnType<Harness['apiserverAuditEvents']> {
+    return this.inner.apiserverAuditEvents(name)
   }
 
   apiserverMetrics(): Promise<string> {

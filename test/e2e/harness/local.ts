@@ -12,7 +12,7 @@ import { readEnvFile } from '../lib/env-file.ts'
 import { Cluster } from '../lib/kube.ts'
 import { poll } from '../lib/wait.ts'
 import { httpGet } from './http.ts'
-import type { AuditEvent, Harness, WebhookReadiness } from './types.ts'
+import { auditEventsOn, type AuditEvent, type Harness, type WebhookReadiness } from './types.ts'
 
 const run = promisify(execFile)
 
@@ -141,10 +141,10 @@ export class LocalHarness implements Harness {
     return Promise.resolve(this.env['SHARED_RESERVATION'] !== '0')
   }
 
-  /** The audit log hack/local/up.sh has kube-apiserver write: one JSON event a line. */
-  async apiserverAuditEvents(): Promise<readonly AuditEvent[]> {
+  /** From the audit log hack/local/up.sh has kube-apiserver write: one JSON event a line. */
+  async apiserverAuditEvents(name: string): Promise<readonly AuditEvent[]> {
     const text = await readFile(this.need('APISERVER_AUDIT_LOG'), 'utf8')
-    return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as AuditEvent)
+    return auditEventsOn(name, text)
   }
 
   describe(): Record<string, string> {

@@ -12,6 +12,12 @@ export interface AuditEvent {
   readonly annotations?: Readonly<Record<string, string>>
 }
 
+/** The events of an audit log (one JSON event a line) whose object is the ServiceCIDR `name`. */
+export function auditEventsOn(name: string, text: string): AuditEvent[] {
+  return text.split('\n').filter((line) => line !== '').map((line) => JSON.parse(line) as AuditEvent)
+    .filter((event) => event.objectRef?.resource === 'servicecidrs' && event.objectRef.name === name)
+}
+
 export interface WebhookReadiness {
   readonly status: number
   /** The webhook's /readyz document: { ready, checks: { cache: { state }, policy: { loadedAt } ... } } */
@@ -65,11 +71,11 @@ export interface Harness {
    */
   sharedReservation(): Promise<boolean>
   /**
-   * kube-apiserver's audit events for ServiceCIDRs (local: logs/audit.log, per
-   * hack/local/audit-policy.yaml), or undefined where the suite cannot read the audit log: kind's
-   * kube-apiserver is configured by kind, without one.
+   * kube-apiserver's audit events on the ServiceCIDR `name` (hack/audit-policy.yaml audits every
+   * ServiceCIDR request): local, from logs/audit.log; kind, from /var/log/kubernetes/audit.log on
+   * the node (hack/kind/config*.yaml).
    */
-  apiserverAuditEvents(): Promise<readonly AuditEvent[] | undefined>
+  apiserverAuditEvents(name: string): Promise<readonly AuditEvent[]>
   /** Pod faults of the webhook's Deployment; undefined where the replicas are processes (local). */
   readonly replicas: ReplicaFaults | undefined
   /** What the summary should say about the target (versions, names). */
