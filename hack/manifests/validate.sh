@@ -31,7 +31,8 @@
 #     policyreport --apply` on the same policy ConfigMap, as a ServiceAccount that may list
 #     servicecidrs and ipaddresses and create/patch the one report, nothing more
 # With promtool (PROMTOOL, or on PATH; make promtool builds it), the PrometheusRule is checked
-# (promtool check rules) and unit-tested (config/prometheus/rules_test.yaml).
+# (promtool check rules) and unit-tested (config/prometheus/rules_test.yaml); REQUIRE_PROMTOOL=1
+# (CI) makes a missing promtool a failure.
 #
 # Environment: KUBECTL (default: hack/control-plane/find-kubectl.sh), NODE (default: the repository's Node 24),
 # OUT (keep the built manifests there).
@@ -309,6 +310,8 @@ for target in "${targets[@]}"; do
         else
           log "$target: promtool test rules: $(tr '\n' ' ' < "$work/promtool.out")"
         fi
+      elif [[ ${REQUIRE_PROMTOOL:-} == 1 ]]; then
+        fail "$target" "promtool not found (make promtool, or set PROMTOOL) and REQUIRE_PROMTOOL=1: the PrometheusRule must be checked"
       else
         log "$target: promtool not found (make promtool, or set PROMTOOL): PrometheusRule not checked"
       fi
