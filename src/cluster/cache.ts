@@ -20,6 +20,12 @@ export interface ClusterCacheOptions {
   /** How long current() waits for a view that is not current (default 1000 ms; see current()). */
   readonly currentWaitMs?: number
   readonly watchSeconds?: number
+  /**
+   * How long one API discovery attempt may take before it is given up and tried again (default
+   * 60 s, kube-apiserver's own request timeout): undici would wait 5 minutes on a connection to an
+   * apiserver that is gone, and the replica would stay unready all that time.
+   */
+  readonly discoveryTimeoutMs?: number
 }
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
@@ -82,14 +88,17 @@ export class ClusterCache {
 
   private async discoverAndStart(): Promise<void> {
     const { kubeConfig, log } = this.options
+    const timeoutMs = this.options.discoveryTimeoutMs ?? 60_000
     let delay = 500
     while (!this.stopped && this.version === undefined) {
+      const timeout = AbortSignal.timeout(timeoutMs)
       try {
-        this.version = await discoverVersion(kubeConfig, this.stopping.signal)
+        this.version = await discoverVersion(kubeConfig, AbortSignal.any([this.stopping.signal, timeout]))
         this.discoveryError = undefined
       } catch (error) {
         if (this.stopping.signal.aborted) break
-        this.discoveryError = error instanceof Error ? error.message : String(error)
+        const reason = error instanceof Error ? error.message : String(error)
+        this.discoveryError = timeout.aborted ? `ServiceCIDR API discovery: no answer from kube-apiserver within ${String(timeoutMs / 1000)} s` : reason
         log.warn({ err: error, retryInMs: delay }, 'ServiceCIDR API discovery failed; retrying')
         await sleep(delay, this.stopping.signal)
         delay = Math.min(delay * 2, 30_000)

@@ -111,3 +111,18 @@ t.test('a watch the apiserver closes at once, with no event, is retried with bac
   t.equal(cache.syncState, 'Stale')
   t.match(cache.lastError, /^watching (servicecidrs|ipaddresses): closed after \d+ ms with no event$/)
 })
+
+t.test('a discovery the apiserver does not answer is given up after its timeout and tried again', async (t) => {
+  let calls = 0
+  // The first discovery request hangs; the ones after it are answered.
+  const apiserver = await standIn((request) => (request.url === '/apis' && ++calls === 1 ? undefined : discovery(request.url) ?? emptyList(request.url)))
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, discoveryTimeoutMs: 200 })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => cache.lastError !== undefined)
+  t.equal(cache.lastError, 'ServiceCIDR API discovery: no answer from kube-apiserver within 0.2 s', 'says why it is not ready')
+  await until(() => cache.version !== undefined)
+  t.equal(cache.version, 'v1', 'found on the next attempt')
+  t.ok(calls >= 2, 'discovery was tried again')
+})
