@@ -144,5 +144,7 @@ export function parsePolicy(text: string, source: string): Policy {
     const line = markers[opensWithMarker ? second : second - 1]
     throw new PolicyError(source, [`a policy file holds one YAML document; another one starts${line === undefined ? '' : ` at line ${line}`}`])
   }
-  return policyFromObject(first === undefined ? undefined : documents[first], source)
+  // An empty ConfigMap key, or a file cut short on write, reads as nothing at all.
+  if (first === undefined) throw new PolicyError(source, ['the file holds no policy (it is empty, or only comments); it must hold one servicecidr-guard/v1alpha1 Policy'])
+  return policyFromObject(documents[first], source)
 }

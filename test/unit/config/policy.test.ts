@@ -152,7 +152,12 @@ void t.test('invalid policies: every problem, with its path', (t) => {
     {
       name: 'an empty file',
       text: '',
-      problems: ['(top level): must be object'],
+      problems: ['the file holds no policy (it is empty, or only comments); it must hold one servicecidr-guard/v1alpha1 Policy'],
+    },
+    {
+      name: 'a file of comments and empty documents',
+      text: '# the policy goes here\n---\n---\n',
+      problems: ['the file holds no policy (it is empty, or only comments); it must hold one servicecidr-guard/v1alpha1 Policy'],
     },
     {
       name: 'non-canonical CIDRs, with the reason Kubernetes gives',
