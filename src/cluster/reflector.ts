@@ -160,7 +160,11 @@ export class Reflector<R> {
     const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
     const start = now()
     let events = 0
-    return new Promise<number>((resolve, reject) => {
+    // stop() ends the wait at once, also before the response has begun: client-node's Watch hands
+    // out its abort only with the response headers, and waits 30 s for them.
+    let stopped = (): void => undefined
+    const watched = new Promise<number>((resolve, reject) => {
+      stopped = () => { resolve(events) }
       let failure: Error | undefined
       const onEvent = (type: string, object: WatchEvent['object']): void => {
         if (object === undefined) return
@@ -206,5 +210,10 @@ export class Reflector<R> {
           if (this.stopping.signal.aborted) abort.abort()
         }, reject)
     })
+    if (this.stopping.signal.aborted) stopped()
+    this.stopping.signal.addEventListener('abort', stopped, { once: true })
+    const unlisten = (): void => { this.stopping.signal.removeEventListener('abort', stopped) }
+    watched.then(unlisten, unlisten)
+    return watched
   }
 }

@@ -126,3 +126,14 @@ t.test('a discovery the apiserver does not answer is given up after its timeout 
   t.equal(cache.version, 'v1', 'found on the next attempt')
   t.ok(calls >= 2, 'discovery was tried again')
 })
+
+t.test('stop() ends a watch whose response has not begun', async (t) => {
+  // LISTs are answered; watches get no response headers at all.
+  const apiserver = await standIn((request) => discovery(request.url) ?? ((request.url ?? '').includes('watch=true') ? undefined : emptyList(request.url)))
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  void cache.start()
+  await until(() => apiserver.requests.filter((url) => url.includes('watch=true')).length === 2)
+  t.ok(await within(cache.stop(), 2000), 'stopped within 2 s')
+  t.equal(cache.syncState, 'Stopped')
+})
