@@ -149,16 +149,10 @@ export class Reflector<R> {
     log.info({ resource: resource.plural, version: resource.version, count: records.length, resourceVersion: this.resourceVersion }, 'listed')
   }
 
-  /**
-   * One watch, until it ends. Resolves with the number of events seen; rejects on error or 410, and
-   * when the watch closed within a second with no event (a bookmark counts), as client-go's
-   * watchHandler does ("very short watch"): re-watching at once would be a loop of requests, and a
-   * watch that shows nothing does not make the view current.
-   */
+  /** One watch, until it ends. Resolves with the number of events seen; rejects on error or 410. */
   private watch(): Promise<number> {
     const { kubeConfig, resource, sink, log, now } = this.options
     const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
-    const start = now()
     let events = 0
     // stop() ends the wait at once, also before the response has begun: client-node's Watch hands
     // out its abort only with the response headers, and waits 30 s for them.
@@ -183,13 +177,10 @@ export class Reflector<R> {
         else if (type === 'DELETED') sink.remove(object)
       }
       const onDone = (error: unknown): void => {
-        const lasted = now() - start
-        const short = events === 0 && lasted < 1000
-        if (this.watching && !short) this.disconnectedAt = now()
+        if (this.watching) this.disconnectedAt = now()
         this.watching = false
         if (failure) reject(failure)
         else if (error && !this.stopping.signal.aborted) reject(new Error(`watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}`, { cause: error }))
-        else if (short && !this.stopping.signal.aborted) reject(new Error(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')
           resolve(events)
