@@ -56,6 +56,14 @@ export async function discoverVersion(kubeConfig: KubeConfig, signal?: AbortSign
   )
 }
 
+/**
+ * The URL of `path` on `server`: appended, not resolved, since an absolute path would drop the
+ * server's own (Rancher's /k8s/clusters/ID, an API gateway's prefix).
+ */
+export function apiURL(server: string, path: string): string {
+  return `${server.replace(/\/+$/, '')}${path}`
+}
+
 const pageShape = object({
   metadata: object({ resourceVersion: string, continue: string }),
   items: objects(object({
@@ -125,7 +133,7 @@ export async function listAll(
 ): Promise<string> {
   const cluster = kubeConfig.getCurrentCluster()
   if (cluster === null) throw new ListError('the kubeconfig names no cluster')
-  const base = `${cluster.server.replace(/\/+$/, '')}/apis/${resource.group}/${resource.version}/${resource.plural}?limit=${limit}`
+  const base = apiURL(cluster.server, `/apis/${resource.group}/${resource.version}/${resource.plural}?limit=${limit}`)
   let next: string | undefined
   let resourceVersion = ''
   do {

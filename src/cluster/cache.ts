@@ -68,7 +68,6 @@ export class ClusterCache {
   private readonly options: ClusterCacheOptions
   private readonly now: () => number
   private reflectors: (Reflector<ServiceCIDRRecord> | Reflector<IPAddressRecord>)[] = []
-  private stopped = false
   /** Aborted by stop(): ends discovery in flight and the wait before its next attempt. */
   private readonly stopping = new AbortController()
   private starting: Promise<void> | undefined
@@ -78,6 +77,11 @@ export class ClusterCache {
   constructor(options: ClusterCacheOptions) {
     this.options = options
     this.now = options.now ?? Date.now
+  }
+
+  /** A method, not a getter: it changes across the awaits of discovery, where TypeScript would narrow a property. */
+  private stopped(): boolean {
+    return this.stopping.signal.aborted
   }
 
   /** Discovers the API version (retrying until the API is served), then starts both reflectors. */
@@ -90,13 +94,13 @@ export class ClusterCache {
     const { kubeConfig, log } = this.options
     const timeoutMs = this.options.discoveryTimeoutMs ?? 60_000
     let delay = 500
-    while (!this.stopped && this.version === undefined) {
+    while (!this.stopped() && this.version === undefined) {
       const timeout = AbortSignal.timeout(timeoutMs)
       try {
         this.version = await discoverVersion(kubeConfig, AbortSignal.any([this.stopping.signal, timeout]))
         this.discoveryError = undefined
       } catch (error) {
-        if (this.stopping.signal.aborted) break
+        if (this.stopped()) break
         const reason = error instanceof Error ? error.message : String(error)
         this.discoveryError = timeout.aborted ? `ServiceCIDR API discovery: no answer from kube-apiserver within ${String(timeoutMs / 1000)} s` : reason
         log.warn({ err: error, retryInMs: delay }, 'ServiceCIDR API discovery failed; retrying')
@@ -105,7 +109,7 @@ export class ClusterCache {
       }
     }
     const version = this.version
-    if (this.stopped || version === undefined) return
+    if (this.stopped() || version === undefined) return
     log.info({ group, version }, 'watching ServiceCIDRs and IPAddresses')
     const common = {
       kubeConfig,
@@ -121,13 +125,12 @@ export class ClusterCache {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true
     this.stopping.abort()
     await Promise.all(this.reflectors.map((reflector) => reflector.stop()))
   }
 
   get syncState(): SyncState {
-    if (this.stopped) return 'Stopped'
+    if (this.stopped()) return 'Stopped'
     if (this.reflectors.length === 0) return 'Discovering'
     if (!this.reflectors.every((reflector) => reflector.synced)) return 'Syncing'
     const now = this.now()
@@ -160,7 +163,7 @@ export class ClusterCache {
    * staleAfterMs are refused as "not finished reading" until the back-off ends.
    */
   async current(): Promise<void> {
-    const settled = (): boolean => this.synced || this.stopped
+    const settled = (): boolean => this.synced || this.stopped()
     if (settled() || this.reflectors.length === 0) return
     for (const reflector of this.reflectors) reflector.wake()
     const deadline = Date.now() + (this.options.currentWaitMs ?? 1000)

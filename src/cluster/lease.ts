@@ -6,7 +6,7 @@
 
 import type { KubeConfig } from '@kubernetes/client-node'
 import { Agent, request, type RequestOptions } from 'node:https'
-import { statusMessage } from './api.ts'
+import { apiURL, statusMessage } from './api.ts'
 
 /** The fields of a Lease this code reads; the rest is kept as read and sent back unchanged. */
 export interface LeaseObject {
@@ -96,8 +96,7 @@ export class KubeLeaseStore implements LeaseStore {
     await this.kubeConfig.applyToHTTPSOptions(options)
     if (cluster.proxyUrl === undefined) options.agent = this.agent
     options.signal = AbortSignal.timeout(Math.max(1, timeoutMs))
-    // Appended, not resolved: an absolute path would drop the server's own (Rancher's /k8s/clusters/ID).
-    const url = new URL(`${cluster.server.replace(/\/+$/, '')}${path}`)
+    const url = new URL(apiURL(cluster.server, path))
     return new Promise<LeaseObject>((resolve, reject) => {
       const call = request(url, options, (response) => {
         const chunks: Buffer[] = []

@@ -4,7 +4,7 @@
 
 import t from 'tap'
 import { setTimeout as delay } from 'node:timers/promises'
-import { APINotServedError, ListError, discoverVersion, listAll } from '../../../src/cluster/api.ts'
+import { APINotServedError, ListError, apiURL, discoverVersion, listAll } from '../../../src/cluster/api.ts'
 import { standIn } from '../../support/apiserver.ts'
 
 /** Discovery of a cluster serving these networking.k8s.io versions, each with these resources. */
@@ -66,4 +66,23 @@ t.test('listAll: a page that does not come within the page timeout is an error',
   t.ok(outcome instanceof ListError, 'rejected with a ListError')
   t.equal((outcome as Error).message, 'listing ipaddresses: no answer within 0.2 s')
   t.equal(apiserver.requests.length, 2, 'the first page came; the second did not')
+})
+
+// Rancher's cluster proxy, an API gateway or kubectl proxy --api-prefix put the API under a path: a
+// LIST keeps it, as the Lease's requests do (lease.test.ts).
+t.test('apiURL and listAll keep the path of the kubeconfig\'s server', async (t) => {
+  t.equal(apiURL('https://gw.example/k8s/clusters/c-m-1/', '/apis/x'), 'https://gw.example/k8s/clusters/c-m-1/apis/x')
+  t.equal(apiURL('https://10.0.0.1:6443', '/apis/x'), 'https://10.0.0.1:6443/apis/x')
+  const apiserver = await standIn(() => ({ status: 200, body: { metadata: { resourceVersion: '7' }, items: [] } }))
+  t.teardown(() => apiserver.close())
+  const cluster = apiserver.kubeConfig.getCurrentCluster()
+  apiserver.kubeConfig.loadFromOptions({
+    clusters: [{ name: 'c', server: `${cluster?.server ?? ''}/k8s/clusters/c-m-1/`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'the-token' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  })
+  const resource = { group: 'networking.k8s.io', version: 'v1', plural: 'servicecidrs' } as const
+  t.equal(await listAll(apiserver.kubeConfig, resource, () => undefined), '7')
+  t.same(apiserver.requests, ['/k8s/clusters/c-m-1/apis/networking.k8s.io/v1/servicecidrs?limit=5000'])
 })
