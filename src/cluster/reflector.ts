@@ -42,6 +42,24 @@ interface WatchEvent {
 class GoneError extends Error {}
 
 /**
+ * A watch that ended within shortWatchMs with no event, not even a bookmark: client-go's
+ * watchHandler takes it for a failure ("very short watch", k8s.io/client-go/tools/cache/reflector.go).
+ * An apiserver or a proxy in front of it that closes every watch at once would otherwise get a new
+ * one at once, a loop of requests (1,312 in 1.5 s against a stand-in), with the view counted current
+ * though it shows nothing.
+ */
+class ShortWatchError extends Error {}
+
+const shortWatchMs = 1000
+
+/**
+ * The longest wait after a very short watch: its back-off grows to this, not to the 30 s of an
+ * outage. A kube-apiserver going down or coming up may close a few watches at once, and the view
+ * must not lag the next one by seconds; one watch a second bounds the loop.
+ */
+const shortWatchMaxWaitMs = 1000
+
+/**
  * Resolves after `ms`, or at once when `signal` aborts (or has). Node's timer takes its abort
  * listener off when it fires, so one long-lived signal can serve any number of waits.
  */
@@ -74,7 +92,10 @@ export class Reflector<R> {
     return this.listed
   }
 
-  /** Milliseconds since the view was last known current (0 while a watch is open). */
+  /**
+   * Milliseconds since the view was last known current (0 while a watch is open): since the last
+   * list, or the end of the last watch that was not very short.
+   */
   staleFor(now: number): number {
     return this.watching ? 0 : now - this.disconnectedAt
   }
@@ -106,15 +127,21 @@ export class Reflector<R> {
     const { log, resource } = this.options
     const backoff = this.options.backoff ?? { initialMs: 250, maxMs: 30_000 }
     let delay = backoff.initialMs
+    // Very short watches back off on their own, to at most shortWatchMaxWaitMs: the apiserver
+    // answered, so they are no outage, and they do not lengthen the back-off of one that follows.
+    let shortDelay = backoff.initialMs
     let needList = true
     while (!this.isStopped()) {
       try {
         if (needList) {
           await this.list()
           needList = false
+          // A list that completes ends an outage: the delay grown during it is not carried into
+          // the first watch after it, which would otherwise wait seconds while decisions go on.
+          delay = shortDelay = backoff.initialMs
         }
         const events = await this.watch()
-        if (events > 0) delay = backoff.initialMs
+        if (events > 0) delay = shortDelay = backoff.initialMs
       } catch (error) {
         if (this.isStopped()) break
         if (error instanceof GoneError) {
@@ -123,10 +150,13 @@ export class Reflector<R> {
           continue
         }
         this.lastError = error instanceof Error ? error.message : String(error)
-        log.warn({ resource: resource.plural, err: error, retryInMs: delay }, 'list/watch failed; retrying')
+        const short = error instanceof ShortWatchError
+        const wait = short ? shortDelay : delay
+        log.warn({ resource: resource.plural, err: error, retryInMs: wait }, 'list/watch failed; retrying')
         this.waking = new AbortController()
-        await sleep(delay, AbortSignal.any([this.stopping.signal, this.waking.signal]))
-        delay = Math.min(delay * 2, backoff.maxMs)
+        await sleep(wait, AbortSignal.any([this.stopping.signal, this.waking.signal]))
+        if (short) shortDelay = Math.min(shortDelay * 2, shortWatchMaxWaitMs)
+        else delay = Math.min(delay * 2, backoff.maxMs)
       }
     }
   }
@@ -143,16 +173,21 @@ export class Reflector<R> {
       }
     }, undefined, this.stopping.signal)
     sink.replace(records)
+    if (!this.watching) this.disconnectedAt = this.options.now()
     this.listed = true
     this.lastError = undefined
     this.lists++
     log.info({ resource: resource.plural, version: resource.version, count: records.length, resourceVersion: this.resourceVersion }, 'listed')
   }
 
-  /** One watch, until it ends. Resolves with the number of events seen; rejects on error or 410. */
+  /**
+   * One watch, until it ends. Resolves with the number of events seen; rejects on error, on 410, and
+   * when it was very short (ShortWatchError).
+   */
   private watch(): Promise<number> {
     const { kubeConfig, resource, sink, log, now } = this.options
     const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
+    const started = now()
     let events = 0
     // stop() ends the wait at once, also before the response has begun: client-node's Watch hands
     // out its abort only with the response headers, and waits 30 s for them.
@@ -177,10 +212,14 @@ export class Reflector<R> {
         else if (type === 'DELETED') sink.remove(object)
       }
       const onDone = (error: unknown): void => {
-        if (this.watching) this.disconnectedAt = now()
+        const lasted = now() - started
+        const short = events === 0 && lasted < shortWatchMs && !this.stopping.signal.aborted
+        // The view was last known current when a watch that showed something ended, not a short one.
+        if (this.watching && !short) this.disconnectedAt = now()
         this.watching = false
         if (failure) reject(failure)
         else if (error && !this.stopping.signal.aborted) reject(new Error(`watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}`, { cause: error }))
+        else if (short) reject(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')
           resolve(events)

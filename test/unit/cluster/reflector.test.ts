@@ -1,0 +1,75 @@
+// The Reflector against a stand-in for kube-apiserver: how it waits between requests. A watch closed
+// at once with no event is no reason for a loop of requests (client-go's "very short watch"), and
+// the back-off grown during an outage ends with the first list after it.
+
+import t from 'tap'
+import { setTimeout as delay } from 'node:timers/promises'
+import { Reflector } from '../../../src/cluster/reflector.ts'
+import { standIn } from '../../support/apiserver.ts'
+
+const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined }
+const resource = { group: 'networking.k8s.io', version: 'v1', plural: 'servicecidrs' } as const
+const sink = { project: () => undefined, replace: () => undefined, upsert: () => undefined, remove: () => undefined }
+const emptyList = { status: 200, body: { kind: 'List', metadata: { resourceVersion: '5' }, items: [] } }
+const unavailable = { status: 503, body: { kind: 'Status', code: 503, message: 'unavailable' } }
+/** A watch answered and closed at once: a line that is no event, then the end. */
+const closedAtOnce = { status: 200, body: { type: 'NOTHING' } }
+
+async function until(condition: () => boolean): Promise<void> {
+  while (!condition()) await delay(10)
+}
+
+/** A stand-in whose answers come from `answer(kind, n)`: the n-th list or watch, from 1; each request's time is kept. */
+async function apiserver(answer: (kind: 'list' | 'watch', n: number) => { status: number, body: unknown } | 'open') {
+  const counts = { list: 0, watch: 0 }
+  const times: { kind: 'list' | 'watch', at: number }[] = []
+  const server = await standIn((request) => {
+    const kind = (request.url ?? '').includes('watch=true') ? 'watch' : 'list'
+    times.push({ kind, at: Date.now() })
+    return answer(kind, ++counts[kind])
+  })
+  return { server, counts, watchTimes: () => times.filter((entry) => entry.kind === 'watch').map((entry) => entry.at) }
+}
+
+t.test('a watch closed at once with no event: retried with a back-off of at most 1 s, and the view ages', async (t) => {
+  const { server, counts } = await apiserver((kind) => (kind === 'list' ? emptyList : closedAtOnce))
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  await until(() => counts.watch > 0)
+  const listedAt = Date.now()
+  await delay(2500)
+  // 250, 500, 1000, 1000 ms apart: 4 watches in 2.5 s (without the guard, more than a thousand).
+  t.ok(counts.watch <= 6, `${String(counts.watch)} watches in 2.5 s, not a request loop`)
+  t.ok(counts.watch >= 3, `${String(counts.watch)} watches in 2.5 s: retried, at most 1 s apart`)
+  t.equal(counts.list, 1, 'not listed again')
+  t.ok(reflector.staleFor(Date.now()) >= Date.now() - listedAt, 'the view is as old as the list: no short watch made it current')
+  t.match(reflector.lastError, /^watching servicecidrs: closed after \d+ ms with no event$/)
+})
+
+t.test('very short watches wait at most 1 s, and do not take on the back-off of an outage before them', async (t) => {
+  // Six watches refused (back-off 50 ms doubling: 3.2 s by then), then watches closed at once.
+  const { server, counts, watchTimes } = await apiserver((kind, n) => (kind === 'list' ? emptyList : n <= 6 ? unavailable : closedAtOnce))
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 50, maxMs: 30_000 } })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  await until(() => counts.watch >= 10)
+  const times = watchTimes()
+  const gaps = [7, 8, 9].map((n) => (times[n] ?? 0) - (times[n - 1] ?? 0))
+  t.ok(gaps.every((gap) => gap < 1500), `${gaps.join(', ')} ms between very short watches (the outage's back-off was 3.2 s)`)
+})
+
+t.test('the first list after an outage ends its back-off', async (t) => {
+  // Six lists refused (back-off 50 ms doubling: 3.2 s by then); the seventh answers; the first watch
+  // after it is refused, the second stays open.
+  const { server, counts, watchTimes } = await apiserver((kind, n) => (kind === 'list' ? (n <= 6 ? unavailable : emptyList) : n === 1 ? unavailable : 'open'))
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 50, maxMs: 30_000 } })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  await until(() => counts.watch >= 2)
+  const [refused = 0, next = 0] = watchTimes()
+  t.ok(next - refused < 1500, `${String(next - refused)} ms between the refused watch and the next: the initial back-off, not the outage's 3.2 s`)
+})
