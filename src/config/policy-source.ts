@@ -18,10 +18,14 @@ export interface PolicyStatus {
 export interface PolicySourceEvents {
   onLoad(policy: Policy, first: boolean): void
   onError(message: string): void
+  /** The file is again the policy in force, after an error: nothing is reloaded. */
+  onRestored?(): void
 }
 
 export class PolicySource {
   private current: Policy | undefined
+  /** The file's text as the policy in force was read from it. */
+  private text: string | undefined
   private watch: FileWatch | undefined
   private status: PolicyStatus
   readonly path: string
@@ -37,9 +41,18 @@ export class PolicySource {
     await new Promise<void>((resolve, reject) => {
       source.watch = watchFiles([path], intervalMs, ([content]) => {
         const first = source.current === undefined
+        const text = content?.toString('utf8') ?? ''
+        // The file read again after an error (it could not be read, or held a refused policy) is the
+        // policy in force: the error is over, and nothing was reloaded.
+        if (text === source.text) {
+          source.status = { ...source.status, lastError: undefined }
+          events.onRestored?.()
+          return
+        }
         try {
-          const policy = parsePolicy(content?.toString('utf8') ?? '', path)
+          const policy = parsePolicy(text, path)
           source.current = policy
+          source.text = text
           source.status = { ...source.status, loadedAt: now(), reloads: source.status.reloads + (first ? 0 : 1), lastError: undefined }
           events.onLoad(policy, first)
           if (first) resolve()

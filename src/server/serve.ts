@@ -101,6 +101,10 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
       metrics.policyReloadErrors.inc()
       logger.error({ policy: options.policyPath, error: message }, 'changed policy refused; the last good policy stays in force')
     },
+    onRestored: () => {
+      metrics.policyValid.set(1)
+      logger.info({ policy: options.policyPath }, 'the policy file is again the policy in force')
+    },
   })
 
   void cache.start()

@@ -94,6 +94,39 @@ t.test('a refused policy file leaves the last good policy in force, and says so'
   t.match(after, 'servicecidr_guard_policy_reloads_total 1')
 })
 
+// A volume update can leave the file unreadable for a poll; once it reads again as the policy in
+// force, the error is over, and nothing was reloaded (the counter and the log said "reloaded").
+t.test('a policy file unreadable for a while, then the same again: valid, and no reload counted', async (t) => {
+  const policyPath = join(dir, 'policy-gone.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  const running = await start(policyPath)
+  t.teardown(() => running.shutdown('test'))
+  const health = running.healthAddress()!.port
+  const metrics = async (): Promise<string> => (await request(`http://127.0.0.1:${health}/metrics`)).body.text()
+
+  rmSync(policyPath)
+  await wait(300)
+  t.match(running.readiness().checks, { policy: { valid: false, lastError: /cannot read .*policy-gone\.yaml/ } })
+  t.match(await metrics(), 'servicecidr_guard_policy_valid 0')
+
+  replaceFile(policyPath, policy('Deny'))
+  await wait(300)
+  t.match(running.readiness().checks, { policy: { valid: true } })
+  const after = await metrics()
+  t.match(after, 'servicecidr_guard_policy_valid 1')
+  t.match(after, 'servicecidr_guard_policy_reloads_total 0')
+
+  // A refused file, then the policy in force again: the same.
+  replaceFile(policyPath, policy('Sometimes'))
+  await wait(300)
+  t.match(running.readiness().checks, { policy: { valid: false } })
+  replaceFile(policyPath, policy('Deny'))
+  await wait(300)
+  t.match(running.readiness().checks, { policy: { valid: true } })
+  t.match(await metrics(), 'servicecidr_guard_policy_reloads_total 0')
+  t.equal((await post(running.webhookAddress()!.port)).allowed, false, 'still Deny')
+})
+
 t.test('an invalid policy at start is refused with every problem', async (t) => {
   const policyPath = join(dir, 'bad.yaml')
   writeFileSync(policyPath, 'apiVersion: servicecidr-guard/v1alpha1\nkind: Policy\nspec:\n  allowedRanges: [10.0.0.1/24]\n  overlap: Sometimes\n')
