@@ -82,7 +82,8 @@ interface RawRequest {
 export type Decoded =
   | { readonly ok: true, readonly uid: string, readonly request: ReviewRequest }
   | { readonly ok: true, readonly uid: string, readonly service: ServiceReviewRequest }
-  | { readonly ok: false, readonly uid: string, readonly error: ErrorCode, readonly detail: string }
+  /** `operation`: the request's, when it names one of the four (a review of another resource, say). */
+  | { readonly ok: false, readonly uid: string, readonly error: ErrorCode, readonly detail: string, readonly operation?: Operation }
 
 const isObject = (value: Value | undefined): value is ReadObject =>
   typeof value === 'object' && value !== null && !(value instanceof Mismatch) && !Array.isArray(value)
@@ -143,6 +144,13 @@ function reviewProblem(review: Value): string | undefined {
   return undefined
 }
 
+/** The request's operation, if the body names one of the four: the metrics and the log label refusals by it. */
+function operationOf(review: Value): Operation | undefined {
+  const request = isObject(review) ? review['request'] : undefined
+  const operation = isObject(request) ? request['operation'] : undefined
+  return typeof operation === 'string' && operations.includes(operation) ? operation as Operation : undefined
+}
+
 /** The request uid, if the body has one: every response echoes it, even an error. */
 function uidOf(review: Value): string {
   const request = isObject(review) ? review['request'] : undefined
@@ -191,14 +199,17 @@ export function decodeReview(body: Buffer): Decoded {
   }
   const uid = uidOf(review)
   const problem = reviewProblem(review)
-  if (problem !== undefined) return { ok: false, uid, error: errors.invalidReview, detail: problem }
+  if (problem !== undefined) {
+    const operation = operationOf(review)
+    return { ok: false, uid, error: errors.invalidReview, detail: problem, ...(operation === undefined ? {} : { operation }) }
+  }
   const raw = (review as unknown as { request: RawRequest }).request
   if (raw.kind.group === '' && raw.kind.version === 'v1' && raw.kind.kind === 'Service' && raw.operation === 'CREATE' && !raw.subResource) {
     return { ok: true, uid, service: toServiceReview(raw) }
   }
   if (raw.kind.group !== group || raw.kind.kind !== 'ServiceCIDR' || !versions.has(raw.kind.version) || (raw.subResource ?? '') !== '') {
     const what = `${raw.kind.group || 'core'}/${raw.kind.version} ${raw.kind.kind}${raw.subResource ? ` (subresource ${raw.subResource})` : ''}`
-    return { ok: false, uid, error: errors.unsupportedResource, detail: `got ${what}` }
+    return { ok: false, uid, error: errors.unsupportedResource, detail: `got ${what}`, operation: raw.operation }
   }
   const name = raw.name ?? raw.object?.metadata?.name ?? raw.oldObject?.metadata?.name ?? ''
   return {

@@ -50,6 +50,8 @@ export interface Outcome {
   /** What became of the shared reservation: recorded, refused (another replica holds an overlapping range), failed (why), or none needed. */
   readonly reservation?: string
   readonly error?: { readonly code: string, readonly detail: string }
+  /** An error's operation, when the body named one. */
+  readonly operation?: string
 }
 
 export interface ReviewerOptions {
@@ -62,8 +64,8 @@ export interface ReviewerOptions {
 /** Reviews one raw request body (the bytes, not parsed: see decodeReview). */
 export type Reviewer = (body: Buffer) => Promise<Outcome>
 
-export function errorOutcome(uid: string, error: ErrorCode, detail = ''): Outcome {
-  return { uid, verdict: 'error', status: error.status, review: encodeError(uid, error, detail), error: { code: error.code, detail } }
+export function errorOutcome(uid: string, error: ErrorCode, detail = '', operation?: string): Outcome {
+  return { uid, verdict: 'error', status: error.status, review: encodeError(uid, error, detail), error: { code: error.code, detail }, ...(operation === undefined ? {} : { operation }) }
 }
 
 function verdictOf(decision: Decision): Verdict {
@@ -85,7 +87,7 @@ function reservable(request: ReviewRequest, decision: Decision): ServiceCIDRReco
 export function createReviewer({ policy, cluster, reservations }: ReviewerOptions): Reviewer {
   return async (body) => {
     const decoded = decodeReview(body)
-    if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail)
+    if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail, decoded.operation)
     // Before deciding, never between decide() and reserve() below. Still unknown after the wait,
     // the rules that need the cluster fail closed.
     if (cluster.view() === undefined) await cluster.current()

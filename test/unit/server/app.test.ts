@@ -405,11 +405,16 @@ t.test('health and metrics', async (t) => {
   await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'ok', ['34.118.224.0/24']) })
   await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'no', ['10.0.0.0/24']) })
   await app.inject({ method: 'POST', url: '/validate', payload: '{', headers: { 'content-type': 'application/json' } })
+  // Refused, yet its operation is known: a Service UPDATE (the capacity webhook's rules matching
+  // more than CREATE) is counted as an UPDATE, so the misconfiguration shows which operation.
+  const serviceUpdate = { ...review('UPDATE', 's', ['10.0.0.0/24']), request: { ...(review('UPDATE', 's', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Service' } } }
+  t.equal((await app.inject({ method: 'POST', url: '/validate', payload: serviceUpdate })).statusCode, 400)
   const metrics = await app.inject({ method: 'GET', url: '/metrics' })
   t.equal(metrics.statusCode, 200)
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="allowed"} 1')
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="denied"} 1')
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="UNKNOWN",outcome="error"} 1')
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="UPDATE",outcome="error"} 1')
   t.match(metrics.body, 'servicecidr_guard_review_errors_total{code="SCG_INVALID_JSON"} 1')
   t.match(metrics.body, 'servicecidr_guard_decision_duration_seconds_count{operation="CREATE"} 2')
   t.match(metrics.body, 'servicecidr_guard_cache_objects{resource="servicecidrs"} 1')
