@@ -150,6 +150,10 @@ export class ClusterCache {
   /** The view decisions read; undefined while it cannot be trusted, so rules fail closed. */
   view(): ClusterView | undefined {
     if (!this.synced) return undefined
+    // A review is proof that kube-apiserver answers (it is the caller): a reflector waiting out
+    // the back-off of an outage that has ended retries now, not up to 30 s later with the view
+    // still counted current meanwhile (it is, for staleAfterMs after the watch ended).
+    for (const reflector of this.reflectors) reflector.wake()
     this.state.expireReservations(this.now())
     return this.state
   }

@@ -59,6 +59,9 @@ const shortWatchMs = 1000
  */
 const shortWatchMaxWaitMs = 1000
 
+/** wake() ends a back-off at most this often. */
+const wakeEveryMs = 250
+
 /**
  * Resolves after `ms`, or at once when `signal` aborts (or has). Node's timer takes its abort
  * listener off when it fires, so one long-lived signal can serve any number of waits.
@@ -71,6 +74,8 @@ export class Reflector<R> {
   private readonly stopping = new AbortController()
   /** Aborted by wake(): ends the retry back-off under way. */
   private waking = new AbortController()
+  /** When wake() last ended a back-off, by `now`. */
+  private wokenAt = Number.NEGATIVE_INFINITY
   private watchAbort: AbortController | undefined
   private loop: Promise<void> | undefined
   private resourceVersion = ''
@@ -111,9 +116,15 @@ export class Reflector<R> {
   /**
    * Retries at once if the reflector is waiting out a back-off after a failed list or watch: the
    * caller has seen the API server answer again. Without it, after a long outage the back-off (up
-   * to its maximum, 30 s) outlasts the outage itself. No effect otherwise.
+   * to its maximum, 30 s) outlasts the outage itself. No effect while a watch is open, and at most
+   * once every wakeEveryMs: reviews call it, and against an apiserver that answers reviews yet
+   * refuses the LIST (RBAC), one LIST a review would be a flood of them.
    */
   wake(): void {
+    if (this.watching) return
+    const now = this.options.now()
+    if (now - this.wokenAt < wakeEveryMs) return
+    this.wokenAt = now
     this.waking.abort()
   }
 

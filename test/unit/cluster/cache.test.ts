@@ -118,3 +118,34 @@ t.test('stop() ends a watch whose response has not begun', async (t) => {
   t.ok(await within(cache.stop(), 2000), 'stopped within 2 s')
   t.equal(cache.syncState, 'Stopped')
 })
+
+// After an outage shorter than staleAfterMs the view is still counted current; a reflector waiting
+// out the back-off the outage grew must not leave it so for seconds after kube-apiserver is back.
+t.test('a review (view()) wakes a reflector out of its back-off once kube-apiserver answers', async (t) => {
+  let watches = 0
+  let watchRefused = true
+  const watchTimes: number[] = []
+  const apiserver = await standIn((request) => {
+    if ((request.url ?? '').includes('watch=true')) {
+      watches++
+      watchTimes.push(Date.now())
+      if (watchRefused) return { status: 503, body: { kind: 'Status', code: 503, message: 'unavailable' } }
+    }
+    return discovery(request.url) ?? emptyList(request.url)
+  })
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  // Both reflectors refused 5 times, waiting 250, 500, 1000 and 2000 ms between; the wait after
+  // the fifth is 4 s.
+  await until(() => watches >= 10)
+  await delay(100)
+  watchRefused = false
+  t.equal(cache.syncState, 'Synced', 'still counted current, within staleAfterMs')
+  const woken = Date.now()
+  t.not(cache.view(), undefined)
+  await until(() => (watchTimes.at(-1) ?? 0) >= woken)
+  const after = (watchTimes.at(-1) ?? 0) - woken
+  t.ok(after < 1000, `watched again ${String(after)} ms after the review, not after the 4 s back-off`)
+})

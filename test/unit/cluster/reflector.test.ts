@@ -73,3 +73,20 @@ t.test('the first list after an outage ends its back-off', async (t) => {
   const [refused = 0, next = 0] = watchTimes()
   t.ok(next - refused < 1500, `${String(next - refused)} ms between the refused watch and the next: the initial back-off, not the outage's 3.2 s`)
 })
+
+// Reviews wake a reflector out of its back-off (ClusterCache.view and current): against an apiserver
+// that answers reviews yet refuses the LIST (RBAC), one LIST a review would be a flood of LISTs.
+t.test('wake() ends a back-off at most every 250 ms, however often it is called', async (t) => {
+  const forbidden = { status: 403, body: { kind: 'Status', code: 403, message: 'servicecidrs.networking.k8s.io is forbidden' } }
+  const { server, counts } = await apiserver(() => forbidden)
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  const waking = setInterval(() => { reflector.wake() }, 5)
+  await delay(2000)
+  clearInterval(waking)
+  // Every 250 ms at most: 9 in 2 s, with the first; without the bound, one every few ms.
+  t.ok(counts.list <= 10, `${String(counts.list)} LISTs in 2 s, waking every 5 ms`)
+  t.ok(counts.list >= 5, `${String(counts.list)} LISTs in 2 s: woken, not waiting out the back-off (250 ms doubling)`)
+})
