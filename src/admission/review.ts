@@ -144,17 +144,21 @@ function reviewProblem(review: Value): string | undefined {
   return undefined
 }
 
+/** A field of the body's request, whatever the rest of the body is: for the answer to an invalid one. */
+function requestField(review: Value, key: string): Value | undefined {
+  const request = isObject(review) ? review['request'] : undefined
+  return isObject(request) ? request[key] : undefined
+}
+
 /** The request's operation, if the body names one of the four: the metrics and the log label refusals by it. */
 function operationOf(review: Value): Operation | undefined {
-  const request = isObject(review) ? review['request'] : undefined
-  const operation = isObject(request) ? request['operation'] : undefined
+  const operation = requestField(review, 'operation')
   return typeof operation === 'string' && operations.includes(operation) ? operation as Operation : undefined
 }
 
 /** The request uid, if the body has one: every response echoes it, even an error. */
 function uidOf(review: Value): string {
-  const request = isObject(review) ? review['request'] : undefined
-  const uid = isObject(request) ? request['uid'] : undefined
+  const uid = requestField(review, 'uid')
   return typeof uid === 'string' ? uid.slice(0, 128) : ''
 }
 
