@@ -12,7 +12,7 @@ import { decodeReview, encodeDecision, encodeError, type AdmissionReviewOut } fr
 export interface ClusterPort {
   /** The cluster as last seen, or undefined while it is not known (not synced, or stale). */
   view(): ClusterView | undefined
-  /** Resolves once view() is known again, or after a short bound (ClusterCache.current). */
+  /** Resolves once view() is known again, or after a short bound (ClusterCache.current); called after view(). */
   current(): Promise<void>
   /** Remembers an admitted ServiceCIDR until the watch shows it (see ClusterState.reserve). */
   reserve(record: ServiceCIDRRecord): void

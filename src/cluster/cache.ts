@@ -149,27 +149,26 @@ export class ClusterCache {
 
   /** The view decisions read; undefined while it cannot be trusted, so rules fail closed. */
   view(): ClusterView | undefined {
-    if (!this.synced) return undefined
     // A review is proof that kube-apiserver answers (it is the caller): a reflector waiting out
-    // the back-off of an outage that has ended retries now, not up to 30 s later with the view
-    // still counted current meanwhile (it is, for staleAfterMs after the watch ended).
+    // the back-off of an outage that has ended retries now. Not only when the view is stale (then
+    // current() waits for it): it counts as current for staleAfterMs after its watch ended, and
+    // must not lag kube-apiserver that long.
     for (const reflector of this.reflectors) reflector.wake()
+    if (!this.synced) return undefined
     this.state.expireReservations(this.now())
     return this.state
   }
 
   /**
    * Resolves once the view can be trusted, or after currentWaitMs. A review that finds the view
-   * stale or still syncing is itself proof that kube-apiserver answers again (it is the caller), so
-   * the reflectors waiting out a retry back-off are woken to reconnect now, and the review waits
-   * for them, briefly: well inside the webhook's timeoutSeconds (5 s) with the shared reservation's
-   * deadline (3 s). Without this, the first reviews after a kube-apiserver restart longer than
-   * staleAfterMs are refused as "not finished reading" until the back-off ends.
+   * stale or still syncing has woken the reflectors waiting out a retry back-off (view()), and
+   * waits for them here, briefly: well inside the webhook's timeoutSeconds (5 s) with the shared
+   * reservation's deadline (3 s). Without this, the first reviews after a kube-apiserver restart
+   * longer than staleAfterMs are refused as "not finished reading" until the back-off ends.
    */
   async current(): Promise<void> {
     const settled = (): boolean => this.synced || this.stopped()
     if (settled() || this.reflectors.length === 0) return
-    for (const reflector of this.reflectors) reflector.wake()
     const deadline = Date.now() + (this.options.currentWaitMs ?? 1000)
     while (!settled() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
   }
