@@ -5,7 +5,7 @@ import type { KubeConfig } from '@kubernetes/client-node'
 import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord } from '../policy/state.ts'
 import type { ClusterView, IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 import { discoverVersion, group } from './api.ts'
-import { Reflector, sleep, type Log, type ReflectorSink } from './reflector.ts'
+import { Backoff, Reflector, sleep, type Log, type ReflectorSink } from './reflector.ts'
 
 export interface ClusterCacheOptions {
   readonly kubeConfig: KubeConfig
@@ -93,7 +93,7 @@ export class ClusterCache {
   private async discoverAndStart(): Promise<void> {
     const { kubeConfig, log } = this.options
     const timeoutMs = this.options.discoveryTimeoutMs ?? 60_000
-    let delay = 500
+    const backoff = new Backoff(500, 30_000)
     while (!this.stopped() && this.version === undefined) {
       const timeout = AbortSignal.timeout(timeoutMs)
       try {
@@ -103,9 +103,9 @@ export class ClusterCache {
         if (this.stopped()) break
         const reason = error instanceof Error ? error.message : String(error)
         this.discoveryError = timeout.aborted ? `ServiceCIDR API discovery: no answer from kube-apiserver within ${String(timeoutMs / 1000)} s` : reason
-        log.warn({ err: error, retryInMs: delay }, 'ServiceCIDR API discovery failed; retrying')
-        await sleep(delay, this.stopping.signal)
-        delay = Math.min(delay * 2, 30_000)
+        log.warn({ err: error, retryInMs: backoff.ms }, 'ServiceCIDR API discovery failed; retrying')
+        await sleep(backoff.ms, this.stopping.signal)
+        backoff.grow()
       }
     }
     const version = this.version

@@ -62,6 +62,27 @@ const shortWatchMaxWaitMs = 1000
 /** wake() ends a back-off at most this often. */
 const wakeEveryMs = 250
 
+/** A wait that doubles at each failure, up to a maximum, and starts over at reset(). */
+export class Backoff {
+  private readonly initialMs: number
+  private readonly maxMs: number
+  ms: number
+
+  constructor(initialMs: number, maxMs: number) {
+    this.initialMs = initialMs
+    this.maxMs = maxMs
+    this.ms = initialMs
+  }
+
+  grow(): void {
+    this.ms = Math.min(this.ms * 2, this.maxMs)
+  }
+
+  reset(): void {
+    this.ms = this.initialMs
+  }
+}
+
 /**
  * Resolves after `ms`, or at once when `signal` aborts (or has). Node's timer takes its abort
  * listener off when it fires, so one long-lived signal can serve any number of waits.
@@ -136,11 +157,15 @@ export class Reflector<R> {
 
   private async run(): Promise<void> {
     const { log, resource } = this.options
-    const backoff = this.options.backoff ?? { initialMs: 250, maxMs: 30_000 }
-    let delay = backoff.initialMs
+    const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 250, maxMs: 30_000 }
+    const outage = new Backoff(initialMs, maxMs)
     // Very short watches back off on their own, to at most shortWatchMaxWaitMs: the apiserver
     // answered, so they are no outage, and they do not lengthen the back-off of one that follows.
-    let shortDelay = backoff.initialMs
+    const shortWatches = new Backoff(initialMs, shortWatchMaxWaitMs)
+    const reset = (): void => {
+      outage.reset()
+      shortWatches.reset()
+    }
     let needList = true
     while (!this.isStopped()) {
       try {
@@ -149,10 +174,10 @@ export class Reflector<R> {
           needList = false
           // A list that completes ends an outage: the delay grown during it is not carried into
           // the first watch after it, which would otherwise wait seconds while decisions go on.
-          delay = shortDelay = backoff.initialMs
+          reset()
         }
         const events = await this.watch()
-        if (events > 0) delay = shortDelay = backoff.initialMs
+        if (events > 0) reset()
       } catch (error) {
         if (this.isStopped()) break
         if (error instanceof GoneError) {
@@ -161,13 +186,11 @@ export class Reflector<R> {
           continue
         }
         this.lastError = error instanceof Error ? error.message : String(error)
-        const short = error instanceof ShortWatchError
-        const wait = short ? shortDelay : delay
-        log.warn({ resource: resource.plural, err: error, retryInMs: wait }, 'list/watch failed; retrying')
+        const backoff = error instanceof ShortWatchError ? shortWatches : outage
+        log.warn({ resource: resource.plural, err: error, retryInMs: backoff.ms }, 'list/watch failed; retrying')
         this.waking = new AbortController()
-        await sleep(wait, AbortSignal.any([this.stopping.signal, this.waking.signal]))
-        if (short) shortDelay = Math.min(shortDelay * 2, shortWatchMaxWaitMs)
-        else delay = Math.min(delay * 2, backoff.maxMs)
+        await sleep(backoff.ms, AbortSignal.any([this.stopping.signal, this.waking.signal]))
+        backoff.grow()
       }
     }
   }
