@@ -1,5 +1,5 @@
 // List, then watch from the list's resourceVersion; re-watch when a watch ends, re-list when the
-// resourceVersion is too old (410 Gone). The pattern of client-go's Reflector
+// resourceVersion is too old (410 Gone) or the watch ends with another error event. The pattern of client-go's Reflector
 // (k8s.io/client-go/tools/cache/reflector.go, ListAndWatch), feeding projected records to a sink.
 
 import { Watch, type KubeConfig } from '@kubernetes/client-node'
@@ -40,6 +40,16 @@ interface WatchEvent {
 }
 
 class GoneError extends Error {}
+
+/**
+ * A watch ended by an ERROR event other than 410 (too old) and 429 (too many requests): a 500 from
+ * the watch cache, for example. Watching again from the same resourceVersion can meet the same error
+ * every time, and the view would go stale for good; a list starts from a new one. client-go does the
+ * same: its Reflector.watch re-watches only after a 429 (and after a 500 within
+ * MaxInternalErrorRetryDuration, zero by default) and otherwise returns from ListAndWatch, which runs
+ * again, listing first, after its back-off (k8s.io/client-go/tools/cache/reflector.go).
+ */
+class RelistError extends Error {}
 
 /**
  * A watch that ended within shortWatchMs with no event, not even a bookmark: client-go's
@@ -186,6 +196,7 @@ export class Reflector<R> {
           continue
         }
         this.lastError = error instanceof Error ? error.message : String(error)
+        if (error instanceof RelistError) needList = true
         const backoff = error instanceof ShortWatchError ? shortWatches : outage
         log.warn({ resource: resource.plural, err: error, retryInMs: backoff.ms }, 'list/watch failed; retrying')
         this.waking = new AbortController()
@@ -232,7 +243,8 @@ export class Reflector<R> {
       const onEvent = (type: string, object: WatchEvent['object']): void => {
         if (object === undefined) return
         if (type === 'ERROR') {
-          failure = object.code === 410 ? new GoneError(object.message ?? 'Gone') : new Error(`watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
+          const message = `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`
+          failure = object.code === 410 ? new GoneError(object.message ?? 'Gone') : object.code === 429 ? new Error(message) : new RelistError(message)
           this.watchAbort?.abort()
           return
         }

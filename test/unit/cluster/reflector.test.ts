@@ -90,3 +90,32 @@ t.test('wake() ends a back-off at most every 250 ms, however often it is called'
   t.ok(counts.list <= 10, `${String(counts.list)} LISTs in 2 s, waking every 5 ms`)
   t.ok(counts.list >= 5, `${String(counts.list)} LISTs in 2 s: woken, not waiting out the back-off (250 ms doubling)`)
 })
+
+// A watch ended by an ERROR event: client-go lists again (except after a 429, watched again after
+// the back-off), so an error bound to the resourceVersion does not recur for ever.
+t.test('a watch ended by an error event: listed again, from a new resourceVersion, except after a 429', async (t) => {
+  const errorEvent = (code: number, reason: string) => ({ status: 200, body: { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: `injected ${reason}` } } })
+  for (const [code, reason] of [[500, 'InternalError'], [503, 'ServiceUnavailable']] as const) {
+    // Every watch from the first list's resourceVersion fails; the second list gives a new one.
+    let lists = 0
+    const server = await standIn((request) => {
+      const url = new URL(request.url ?? '', 'http://x')
+      if (url.searchParams.get('watch') !== 'true') return { status: 200, body: { kind: 'List', metadata: { resourceVersion: String(5 + lists++) }, items: [] } }
+      return url.searchParams.get('resourceVersion') === '5' ? errorEvent(code, reason) : 'open'
+    })
+    const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
+    reflector.start()
+    await delay(1000)
+    t.equal(lists, 2, `after an error event ${String(code)}: listed again`)
+    t.equal(reflector.staleFor(Date.now()), 0, `after an error event ${String(code)}: a watch from the new resourceVersion is open`)
+    await reflector.stop()
+    await server.close()
+  }
+  const { server, counts } = await apiserver((kind, n) => (kind === 'list' ? emptyList : n === 1 ? errorEvent(429, 'TooManyRequests') : 'open'))
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
+  reflector.start()
+  await until(() => counts.watch >= 2)
+  t.equal(counts.list, 1, 'after an error event 429: watched again, not listed')
+  await reflector.stop()
+  await server.close()
+})
