@@ -42,12 +42,15 @@ interface WatchEvent {
 class GoneError extends Error {}
 
 /**
- * A watch ended by an ERROR event other than 410 (too old) and 429 (too many requests): a 500 from
- * the watch cache, for example. Watching again from the same resourceVersion can meet the same error
- * every time, and the view would go stale for good; a list starts from a new one. client-go does the
- * same: its Reflector.watch re-watches only after a 429 (and after a 500 within
- * MaxInternalErrorRetryDuration, zero by default) and otherwise returns from ListAndWatch, which runs
- * again, listing first, after its back-off (k8s.io/client-go/tools/cache/reflector.go).
+ * A watch ended by an ERROR event other than 410 (too old) and 429 (too many requests).
+ * kube-apiserver turns every failure of its etcd watch but compaction into one: a 500, or a 504 for
+ * a resourceVersion etcd has not reached (transformErrorToEvent and startWatching,
+ * k8s.io/apiserver/pkg/storage/etcd3/watcher.go). Watching again from the same resourceVersion can
+ * meet the same error every time, and the view would never have a watch open again; a list starts
+ * from a new one. client-go does the same: its Reflector.watch re-watches only after a 429 (and
+ * after a 500 within MaxInternalErrorRetryDuration, zero by default) and otherwise returns from
+ * ListAndWatch, which runs again, listing first, after its back-off
+ * (k8s.io/client-go/tools/cache/reflector.go).
  */
 class RelistError extends Error {}
 
@@ -61,6 +64,19 @@ class RelistError extends Error {}
 class ShortWatchError extends Error {}
 
 const shortWatchMs = 1000
+
+/**
+ * Why a watch request failed. kube-apiserver refusing it with a status other than 429 (a 403, a
+ * 500) is answered with a list after the back-off, as client-go's Reflector.watch does
+ * (isWatchErrorRetriable: only a refused connection and a 429 are watched again). A connection that
+ * failed is watched again: the apiserver did not answer, and the watch resumes where it ended.
+ */
+function watchRequestError(plural: string, error: unknown): Error {
+  const status = (error as { statusCode?: unknown }).statusCode
+  const message = `watching ${plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}`
+  if (typeof status !== 'number' || status === 429) return new Error(message, { cause: error })
+  return status === 410 ? new GoneError(message, { cause: error }) : new RelistError(`${message} (HTTP ${String(status)})`, { cause: error })
+}
 
 /**
  * The longest wait after a very short watch: its back-off grows to this, not to the 30 s of an
@@ -264,7 +280,7 @@ export class Reflector<R> {
         if (this.watching && !short) this.disconnectedAt = now()
         this.watching = false
         if (failure) reject(failure)
-        else if (error && !this.stopping.signal.aborted) reject(new Error(`watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}`, { cause: error }))
+        else if (error && !this.stopping.signal.aborted) reject(watchRequestError(resource.plural, error))
         else if (short) reject(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')

@@ -19,14 +19,20 @@ async function until(condition: () => boolean): Promise<void> {
   while (!condition()) await delay(10)
 }
 
-/** A stand-in whose answers come from `answer(kind, n)`: the n-th list or watch, from 1; each request's time is kept. */
-async function apiserver(answer: (kind: 'list' | 'watch', n: number) => { status: number, body: unknown } | 'open') {
+/**
+ * A stand-in whose answers come from `answer(kind, n)`: the n-th list or watch, from 1; 'reset'
+ * closes the connection unanswered (kube-apiserver going down). Each request's time is kept.
+ */
+async function apiserver(answer: (kind: 'list' | 'watch', n: number) => { status: number, body: unknown } | 'open' | 'reset') {
   const counts = { list: 0, watch: 0 }
   const times: { kind: 'list' | 'watch', at: number }[] = []
   const server = await standIn((request) => {
     const kind = (request.url ?? '').includes('watch=true') ? 'watch' : 'list'
     times.push({ kind, at: Date.now() })
-    return answer(kind, ++counts[kind])
+    const reply = answer(kind, ++counts[kind])
+    if (reply !== 'reset') return reply
+    request.socket.destroy()
+    return undefined
   })
   return { server, counts, watchTimes: () => times.filter((entry) => entry.kind === 'watch').map((entry) => entry.at) }
 }
@@ -49,8 +55,8 @@ t.test('a watch closed at once with no event: retried with a back-off of at most
 })
 
 t.test('very short watches wait at most 1 s, and do not take on the back-off of an outage before them', async (t) => {
-  // Six watches refused (back-off 50 ms doubling: 3.2 s by then), then watches closed at once.
-  const { server, counts, watchTimes } = await apiserver((kind, n) => (kind === 'list' ? emptyList : n <= 6 ? unavailable : closedAtOnce))
+  // Six watches unanswered (back-off 50 ms doubling: 3.2 s by then), then watches closed at once.
+  const { server, counts, watchTimes } = await apiserver((kind, n) => (kind === 'list' ? emptyList : n <= 6 ? 'reset' : closedAtOnce))
   t.teardown(() => server.close())
   const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 50, maxMs: 30_000 } })
   t.teardown(() => reflector.stop())
@@ -118,4 +124,31 @@ t.test('a watch ended by an error event: listed again, from a new resourceVersio
   t.equal(counts.list, 1, 'after an error event 429: watched again, not listed')
   await reflector.stop()
   await server.close()
+})
+
+t.test('a watch request refused with a status is answered with a list; an unanswered one is watched again', async (t) => {
+  // A stand-in that refuses every watch from the first list's resourceVersion, and none from the
+  // second's.
+  let lists = 0
+  const tooLarge = { status: 504, body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 504, reason: 'Timeout', message: 'Too large resource version: 900, current: 6' } }
+  const server = await standIn((request) => {
+    const url = new URL(request.url ?? '', 'http://x')
+    if (url.searchParams.get('watch') !== 'true') return { status: 200, body: { kind: 'List', metadata: { resourceVersion: lists++ === 0 ? '900' : '6' }, items: [] } }
+    return url.searchParams.get('resourceVersion') === '900' ? tooLarge : 'open'
+  })
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  await delay(1000)
+  t.equal(lists, 2, 'listed again after the refused watch')
+  t.equal(reflector.staleFor(Date.now()), 0, 'a watch from the new resourceVersion is open')
+
+  const unanswered = await apiserver((kind, n) => (kind === 'list' ? emptyList : n <= 2 ? 'reset' : 'open'))
+  t.teardown(() => unanswered.server.close())
+  const again = new Reflector({ kubeConfig: unanswered.server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
+  t.teardown(() => again.stop())
+  again.start()
+  await until(() => unanswered.counts.watch >= 3)
+  t.equal(unanswered.counts.list, 1, 'a connection closed unanswered: watched again, not listed')
 })
