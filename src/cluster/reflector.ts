@@ -1,6 +1,7 @@
 // List, then watch from the list's resourceVersion; re-watch when a watch ends, re-list when the
-// resourceVersion is too old (410 Gone) or the watch ends with another error event. The pattern of client-go's Reflector
-// (k8s.io/client-go/tools/cache/reflector.go, ListAndWatch), feeding projected records to a sink.
+// resourceVersion is too old (410 Gone) or kube-apiserver ends or refuses a watch with another
+// error. The pattern of client-go's Reflector (k8s.io/client-go/tools/cache/reflector.go,
+// ListAndWatch), feeding projected records to a sink.
 
 import { Watch, type KubeConfig } from '@kubernetes/client-node'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -42,15 +43,15 @@ interface WatchEvent {
 class GoneError extends Error {}
 
 /**
- * A watch ended by an ERROR event other than 410 (too old) and 429 (too many requests).
- * kube-apiserver turns every failure of its etcd watch but compaction into one: a 500, or a 504 for
- * a resourceVersion etcd has not reached (transformErrorToEvent and startWatching,
- * k8s.io/apiserver/pkg/storage/etcd3/watcher.go). Watching again from the same resourceVersion can
- * meet the same error every time, and the view would never have a watch open again; a list starts
- * from a new one. client-go does the same: its Reflector.watch re-watches only after a 429 (and
- * after a 500 within MaxInternalErrorRetryDuration, zero by default) and otherwise returns from
- * ListAndWatch, which runs again, listing first, after its back-off
- * (k8s.io/client-go/tools/cache/reflector.go).
+ * A watch ended by an ERROR event, or refused with a status, other than 410 (too old) and 429 (too
+ * many requests): see watchError. For events, kube-apiserver turns every failure of its etcd watch
+ * but compaction into one: a 500, or a 504 for a resourceVersion etcd has not reached
+ * (transformErrorToEvent and startWatching, k8s.io/apiserver/pkg/storage/etcd3/watcher.go).
+ * Watching again from the same resourceVersion can meet the same error every time, and the view
+ * would never have a watch open again; a list starts from a new one. client-go does the same: its
+ * Reflector.watch re-watches only after a 429 (and after a 500 within
+ * MaxInternalErrorRetryDuration, zero by default) and otherwise returns from ListAndWatch, which
+ * runs again, listing first, after its back-off (k8s.io/client-go/tools/cache/reflector.go).
  */
 class RelistError extends Error {}
 
@@ -66,16 +67,21 @@ class ShortWatchError extends Error {}
 const shortWatchMs = 1000
 
 /**
- * Why a watch request failed. kube-apiserver refusing it with a status other than 429 (a 403, a
- * 500) is answered with a list after the back-off, as client-go's Reflector.watch does
- * (isWatchErrorRetriable: only a refused connection and a 429 are watched again). A connection that
- * failed is watched again: the apiserver did not answer, and the watch resumes where it ended.
+ * What a watch ended or refused with `status` calls for: a list at once (410), a watch again after
+ * the back-off (429, or no status: the connection failed, the apiserver did not answer, and the
+ * watch resumes where it ended), or a list after the back-off (any other status). client-go's
+ * Reflector.watch decides the same for a refused request (isWatchErrorRetriable: only a refused
+ * connection and a 429 are watched again) and for an ERROR event (see RelistError).
  */
-function watchRequestError(plural: string, error: unknown): Error {
+/** The HTTP status client-node's Watch gives a refused request; undefined when there was no answer. */
+function statusOf(error: unknown): number | undefined {
   const status = (error as { statusCode?: unknown }).statusCode
-  const message = `watching ${plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}`
-  if (typeof status !== 'number' || status === 429) return new Error(message, { cause: error })
-  return status === 410 ? new GoneError(message, { cause: error }) : new RelistError(`${message} (HTTP ${String(status)})`, { cause: error })
+  return typeof status === 'number' ? status : undefined
+}
+
+function watchError(status: number | undefined, message: string, cause?: unknown): Error {
+  if (status === undefined || status === 429) return new Error(message, { cause })
+  return status === 410 ? new GoneError(message, { cause }) : new RelistError(message, { cause })
 }
 
 /**
@@ -259,8 +265,8 @@ export class Reflector<R> {
       const onEvent = (type: string, object: WatchEvent['object']): void => {
         if (object === undefined) return
         if (type === 'ERROR') {
-          const message = `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`
-          failure = object.code === 410 ? new GoneError(object.message ?? 'Gone') : object.code === 429 ? new Error(message) : new RelistError(message)
+          // An event without a code is a Status with code 0, as client-go's apierrors.FromObject reads it.
+          failure = watchError(object.code ?? 0, `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
           this.watchAbort?.abort()
           return
         }
@@ -280,7 +286,10 @@ export class Reflector<R> {
         if (this.watching && !short) this.disconnectedAt = now()
         this.watching = false
         if (failure) reject(failure)
-        else if (error && !this.stopping.signal.aborted) reject(watchRequestError(resource.plural, error))
+        else if (error && !this.stopping.signal.aborted) {
+          const status = statusOf(error)
+          reject(watchError(status, `watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}${status === undefined ? '' : ` (HTTP ${String(status)})`}`, error))
+        }
         else if (short) reject(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')

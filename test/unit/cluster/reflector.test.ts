@@ -2,7 +2,7 @@
 // at once with no event is no reason for a loop of requests (client-go's "very short watch"), and
 // the back-off grown during an outage ends with the first list after it.
 
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { setTimeout as delay } from 'node:timers/promises'
 import { Reflector } from '../../../src/cluster/reflector.ts'
 import { standIn } from '../../support/apiserver.ts'
@@ -97,25 +97,32 @@ t.test('wake() ends a back-off at most every 250 ms, however often it is called'
   t.ok(counts.list >= 5, `${String(counts.list)} LISTs in 2 s: woken, not waiting out the back-off (250 ms doubling)`)
 })
 
+/**
+ * A stand-in that answers every watch from the first list's resourceVersion with `refusal`, and
+ * none from the second list's: the reflector must list again to have a watch open.
+ */
+async function refusedFromFirstVersion(t: Test, refusal: { status: number, body: unknown }, what: string): Promise<void> {
+  let lists = 0
+  const server = await standIn((request) => {
+    const url = new URL(request.url ?? '', 'http://x')
+    if (url.searchParams.get('watch') !== 'true') return { status: 200, body: { kind: 'List', metadata: { resourceVersion: String(5 + lists++) }, items: [] } }
+    return url.searchParams.get('resourceVersion') === '5' ? refusal : 'open'
+  })
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
+  reflector.start()
+  await delay(1000)
+  t.equal(lists, 2, `${what}: listed again`)
+  t.equal(reflector.staleFor(Date.now()), 0, `${what}: a watch from the new resourceVersion is open`)
+  await reflector.stop()
+  await server.close()
+}
+
 // A watch ended by an ERROR event: client-go lists again (except after a 429, watched again after
 // the back-off), so an error bound to the resourceVersion does not recur for ever.
 t.test('a watch ended by an error event: listed again, from a new resourceVersion, except after a 429', async (t) => {
   const errorEvent = (code: number, reason: string) => ({ status: 200, body: { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: `injected ${reason}` } } })
   for (const [code, reason] of [[500, 'InternalError'], [503, 'ServiceUnavailable']] as const) {
-    // Every watch from the first list's resourceVersion fails; the second list gives a new one.
-    let lists = 0
-    const server = await standIn((request) => {
-      const url = new URL(request.url ?? '', 'http://x')
-      if (url.searchParams.get('watch') !== 'true') return { status: 200, body: { kind: 'List', metadata: { resourceVersion: String(5 + lists++) }, items: [] } }
-      return url.searchParams.get('resourceVersion') === '5' ? errorEvent(code, reason) : 'open'
-    })
-    const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
-    reflector.start()
-    await delay(1000)
-    t.equal(lists, 2, `after an error event ${String(code)}: listed again`)
-    t.equal(reflector.staleFor(Date.now()), 0, `after an error event ${String(code)}: a watch from the new resourceVersion is open`)
-    await reflector.stop()
-    await server.close()
+    await refusedFromFirstVersion(t, errorEvent(code, reason), `after an error event ${String(code)}`)
   }
   const { server, counts } = await apiserver((kind, n) => (kind === 'list' ? emptyList : n === 1 ? errorEvent(429, 'TooManyRequests') : 'open'))
   const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
@@ -127,22 +134,8 @@ t.test('a watch ended by an error event: listed again, from a new resourceVersio
 })
 
 t.test('a watch request refused with a status is answered with a list; an unanswered one is watched again', async (t) => {
-  // A stand-in that refuses every watch from the first list's resourceVersion, and none from the
-  // second's.
-  let lists = 0
-  const tooLarge = { status: 504, body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 504, reason: 'Timeout', message: 'Too large resource version: 900, current: 6' } }
-  const server = await standIn((request) => {
-    const url = new URL(request.url ?? '', 'http://x')
-    if (url.searchParams.get('watch') !== 'true') return { status: 200, body: { kind: 'List', metadata: { resourceVersion: lists++ === 0 ? '900' : '6' }, items: [] } }
-    return url.searchParams.get('resourceVersion') === '900' ? tooLarge : 'open'
-  })
-  t.teardown(() => server.close())
-  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 20, maxMs: 200 } })
-  t.teardown(() => reflector.stop())
-  reflector.start()
-  await delay(1000)
-  t.equal(lists, 2, 'listed again after the refused watch')
-  t.equal(reflector.staleFor(Date.now()), 0, 'a watch from the new resourceVersion is open')
+  const tooLarge = { status: 504, body: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 504, reason: 'Timeout', message: 'Too large resource version: 5, current: 4' } }
+  await refusedFromFirstVersion(t, tooLarge, 'after a watch refused with a 504')
 
   const unanswered = await apiserver((kind, n) => (kind === 'list' ? emptyList : n <= 2 ? 'reset' : 'open'))
   t.teardown(() => unanswered.server.close())
