@@ -66,6 +66,12 @@ class ShortWatchError extends Error {}
 
 const shortWatchMs = 1000
 
+/** The HTTP status client-node's Watch gives a refused request; undefined when there was no answer. */
+function statusOf(error: unknown): number | undefined {
+  const status = (error as { statusCode?: unknown }).statusCode
+  return typeof status === 'number' ? status : undefined
+}
+
 /**
  * What a watch ended or refused with `status` calls for: a list at once (410), a watch again after
  * the back-off (429, or no status: the connection failed, the apiserver did not answer, and the
@@ -73,12 +79,6 @@ const shortWatchMs = 1000
  * Reflector.watch decides the same for a refused request (isWatchErrorRetriable: only a refused
  * connection and a 429 are watched again) and for an ERROR event (see RelistError).
  */
-/** The HTTP status client-node's Watch gives a refused request; undefined when there was no answer. */
-function statusOf(error: unknown): number | undefined {
-  const status = (error as { statusCode?: unknown }).statusCode
-  return typeof status === 'number' ? status : undefined
-}
-
 function watchError(status: number | undefined, message: string, cause?: unknown): Error {
   if (status === undefined || status === 429) return new Error(message, { cause })
   return status === 410 ? new GoneError(message, { cause }) : new RelistError(message, { cause })
