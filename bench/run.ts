@@ -41,7 +41,32 @@ const ipCount = 100_000
 const here = import.meta.dirname
 const mib = (bytes: number): string => (bytes / 1024 / 1024).toFixed(1)
 
+/**
+ * The guest's idle polling, where the kernel has the haltpoll cpuidle driver (a VM). With it at 0, an
+ * idle vCPU halts at once, and waking a process that sleeps there costs the waker an IPI and its VM
+ * exit: a server pays that for every burst of answers to a load generator that went idle waiting for
+ * it, so a slower server pays it more often, and its ratio to a faster one falls further than its
+ * own work explains (docs/benchmarks.md, "Fifteenth pass"). Printed so that figures from machines
+ * set differently are not compared as if alike.
+ */
+function idlePolling(): string | undefined {
+  const read = (path: string): string | undefined => {
+    try {
+      return readFileSync(path, 'utf8').trim()
+    } catch {
+      return undefined
+    }
+  }
+  const driver = read('/sys/devices/system/cpu/cpuidle/current_driver')
+  const pollNs = read('/sys/module/haltpoll/parameters/guest_halt_poll_ns')
+  if (driver === undefined) return undefined
+  // 200,000 is the default of drivers/cpuidle/governors/haltpoll.c.
+  return pollNs === undefined ? `cpuidle: ${driver}` : `cpuidle: ${driver}, guest_halt_poll_ns ${pollNs} (Linux's default: 200000)`
+}
+
 console.log(`servicecidr-guard benchmark — Node ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}`)
+const idle = idlePolling()
+if (idle !== undefined) console.log(idle)
 console.log(`cluster: 1,001 ServiceCIDRs, ${ipCount.toLocaleString('en')} IPAddresses; HTTP: ${connections} keep-alive connections, ${seconds} s a scenario\n`)
 
 const sideBySideOnly = process.env['BENCH_SIDE_BY_SIDE_ONLY'] === '1'
