@@ -5,7 +5,7 @@
 import type { Family } from '../policy/ip.ts'
 import type { Decision, Operation, ReviewRequest, ServiceCIDRObject, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
-import { JSONSyntaxError, Mismatch, boolean, object, readJSON, string, strings, type ReadObject, type Shape, type Value } from '../json/reader.ts'
+import { JSONSyntaxError, Mismatch, boolean, object, readDocument, readJSON, string, strings, type ReadObject, type Shape, type Value } from '../json/reader.ts'
 
 export const admissionAPIVersion = 'admission.k8s.io/v1'
 const group = 'networking.k8s.io'
@@ -125,9 +125,12 @@ const requiredTop = ['apiVersion', 'kind', 'request'] as const
 const requiredRequest = ['uid', 'kind', 'operation'] as const
 const requiredKind = ['group', 'version', 'kind'] as const
 
-/** What is wrong with a review of the right shape, in the order ajv checked the old JSON Schema. */
-function reviewProblem(review: Value): string | undefined {
-  const shape = shapeProblem(review, reviewShape, [])
+/**
+ * What is wrong with a review of the right shape, in the order ajv checked the old JSON Schema.
+ * `mismatches`: as readDocument counted them; with none, the value is not walked for them.
+ */
+function reviewProblem(review: Value, mismatches: number): string | undefined {
+  const shape = mismatches === 0 ? undefined : shapeProblem(review, reviewShape, [])
   if (shape !== undefined) return shape
   if (!isObject(review)) return '(top level) must be object'
   const top = required(review, '', requiredTop)
@@ -195,14 +198,15 @@ function toServiceReview(raw: RawRequest): ServiceReviewRequest {
 /** Decodes a raw request body: JSON first (SCG_INVALID_JSON), then the review's shape (SCG_INVALID_REVIEW). */
 export function decodeReview(body: Buffer): Decoded {
   let review: Value
+  let mismatches: number
   try {
-    review = readJSON(body, reviewShape)
+    ({ value: review, mismatches } = readDocument(body, reviewShape))
   } catch (error) {
     if (error instanceof JSONSyntaxError) return { ok: false, uid: '', error: errors.invalidJSON, detail: error.message }
     throw error
   }
   const uid = uidOf(review)
-  const problem = reviewProblem(review)
+  const problem = reviewProblem(review, mismatches)
   if (problem !== undefined) {
     const operation = operationOf(review)
     return { ok: false, uid, error: errors.invalidReview, detail: problem, ...(operation === undefined ? {} : { operation }) }

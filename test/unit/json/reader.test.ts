@@ -5,7 +5,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { isDeepStrictEqual } from 'node:util'
-import { JSONSyntaxError, Mismatch, boolean, object, objects, readJSON, string, strings, withoutMismatches, type JSONType, type Shape, type Value } from '../../../src/json/reader.ts'
+import { JSONSyntaxError, Mismatch, boolean, object, objects, readDocument, readJSON, string, strings, withoutMismatches, type JSONType, type Shape, type Value } from '../../../src/json/reader.ts'
 import { fuzzParameters } from '../../support/fuzz.ts'
 
 const shape = object({
@@ -52,11 +52,24 @@ function project(value: unknown, wanted: Shape): Value {
 /** Refused as JSON, by either reading. */
 const syntax = Symbol('syntax error')
 
-/** Both readings of `bytes`: a JSONSyntaxError (or JSON.parse's SyntaxError) becomes `syntax`. */
+/** The Mismatches a value holds, at any depth. */
+function mismatchesIn(value: Value | undefined): number {
+  if (value instanceof Mismatch) return 1
+  if (typeof value !== 'object' || value === null) return 0
+  return (Array.isArray(value) ? value as readonly Value[] : Object.values(value as Record<string, Value>)).reduce((sum: number, item) => sum + mismatchesIn(item), 0)
+}
+
+/**
+ * Both readings of `bytes`: a JSONSyntaxError (or JSON.parse's SyntaxError) becomes `syntax`. The
+ * reader's count of its Mismatches is checked on the way: never fewer than the value holds (a
+ * caller skips looking for them at 0).
+ */
 function both(bytes: Buffer): { reader: Value | typeof syntax, parse: Value | typeof syntax } {
   let reader: Value | typeof syntax
   try {
-    reader = readJSON(bytes, shape)
+    const read = readDocument(bytes, shape)
+    if (mismatchesIn(read.value) > read.mismatches) throw new Error(`${String(mismatchesIn(read.value))} Mismatches read, ${String(read.mismatches)} counted: ${bytes.toString()}`)
+    reader = read.value
   } catch (error) {
     if (!(error instanceof JSONSyntaxError)) throw error
     reader = syntax
@@ -171,6 +184,20 @@ t.test('named cases: numbers, literals, strings, structure', (t) => {
   for (const [name, text] of cases) {
     const { reader, parse } = both(Buffer.from(text))
     t.same(reader, parse, name)
+  }
+  // Small ASCII documents are read from one decoded text (src/json/reader.ts, wholeTextBytes); the
+  // others, string by string from the bytes. Both readings, on either side of the size.
+  const padded = (filler: string, size: number): string => {
+    const head = `{"name":"\\u00e9t\\u00e9 ${filler}","list":["a","${filler}"],"other":"`
+    return `${head}${'x'.repeat(size - Buffer.byteLength(head) - 2)}"}`
+  }
+  for (const size of [16 * 1024, 16 * 1024 + 1]) {
+    for (const [name, filler] of [['ASCII', 'plain'], ['not ASCII', 'été']] as const) {
+      const text = padded(filler, size)
+      const { reader, parse } = both(Buffer.from(text))
+      t.same(reader, parse, `${name}, ${Buffer.byteLength(text)} bytes`)
+      t.not(reader, syntax, `${name}, ${Buffer.byteLength(text)} bytes: read`)
+    }
   }
   const invalidUTF8 = Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xe2, 0x28, 0xa1, 0xc0]), Buffer.from('"}')])
   t.same(both(invalidUTF8).reader, both(invalidUTF8).parse, 'invalid UTF-8 in a read string becomes U+FFFD, as Buffer#toString decodes it')
