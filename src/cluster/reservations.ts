@@ -133,7 +133,13 @@ export function parseReservations(text: string | undefined): { entries: Reservat
   if (!Array.isArray(raw)) return { entries: [], malformed: 1 }
   const entries: Reservation[] = []
   let malformed = 0
-  for (const item of raw as WireEntry[]) {
+  for (const item of raw as (WireEntry | null)[]) {
+    // An entry that is not an object (null, a number, a string) is malformed like any other: read as
+    // one, `null.expires` threw, and every write after it failed until the replica restarted.
+    if (typeof item !== 'object' || item === null) {
+      malformed++
+      continue
+    }
     const expiresAt = typeof item.expires === 'string' ? Date.parse(item.expires) : Number.NaN
     const cidrs = Array.isArray(item.cidrs) && item.cidrs.every((cidr) => typeof cidr === 'string') ? item.cidrs : undefined
     if (typeof item.name !== 'string' || item.name === '' || cidrs === undefined || Number.isNaN(expiresAt)) {
@@ -311,7 +317,11 @@ export class SharedReservations {
         try {
           await this.write(batch)
         } catch (error) {
-          // A bug must not leave a review waiting: it is answered, failing closed.
+          // A bug must not leave a review waiting: it is answered, failing closed. The copy of the
+          // Lease it came from is dropped, so the next write reads the Lease again instead of
+          // meeting the same copy, and the same failure, until the replica restarts.
+          this.cached = undefined
+          this.parsed = undefined
           this.options.log.warn({ err: error }, 'shared reservation failed unexpectedly')
           this.fail(batch, 'internal', `an internal error (${error instanceof Error ? error.message : String(error)})`)
         }

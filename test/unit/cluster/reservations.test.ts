@@ -262,7 +262,7 @@ t.test('the byte cap is needed beside the entry cap, and stays within kube-apise
 })
 
 t.test('an annotation that does not parse is dropped with a warning and written over', async (t) => {
-  for (const annotation of ['not json', '{"a": 1}', '[{"name": "x"}, {"name": "ok", "cidrs": ["10.9.0.0/24"], "expires": "2026-12-01T10:00:05Z"}]']) {
+  for (const annotation of ['not json', '{"a": 1}', '[{"name": "x"}, {"name": "ok", "cidrs": ["10.9.0.0/24"], "expires": "2026-12-01T10:00:05Z"}]', '[null, 1, "x", [], {"name": "ok", "cidrs": ["10.9.0.0/24"], "expires": "2026-12-01T10:00:05Z"}]']) {
     const { store, reservations, warnings } = rig(new MemoryLeaseStore({ annotation }))
     t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), always), { outcome: 'recorded' }, annotation)
     t.same(warnings, ['reservations in the Lease that do not parse are dropped'], `${annotation}: a warning`)
@@ -276,6 +276,21 @@ t.test('a recheck that throws (a bug) fails closed instead of leaving the review
   t.same(result, { outcome: 'failed', reason: 'internal', detail: 'an internal error (boom)' })
   t.same(settled, ['internal'])
   t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'and keeps working')
+})
+
+t.test('after an unexpected failure the Lease is read again: one bad copy does not fail every write until a restart', async (t) => {
+  const store = new MemoryLeaseStore({ annotation: formatReservations([entry('poison', ['10.9.0.0/24'], start + ttlMs)]) })
+  const { reservations, settled } = rig(store)
+  t.equal(await reservations.probe(), undefined, 'the copy read at start-up holds the entry')
+  const throwsOnPoison = (entries: readonly Reservation[]): boolean => {
+    if (entries.some((item) => item.name === 'poison')) throw new TypeError('cannot read this entry')
+    return true
+  }
+  t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), throwsOnPoison), { outcome: 'failed', reason: 'internal', detail: 'an internal error (cannot read this entry)' })
+  store.overwrite('[]')
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), throwsOnPoison), { outcome: 'recorded' }, 'the Lease as it is now, not the copy that failed')
+  t.same(settled, ['internal', 'recorded'])
+  t.same(held(store).map((item) => item.name), ['b'])
 })
 
 t.test('expired unseen: a reservation of ours whose ServiceCIDR the watch never showed is counted once it expires', async (t) => {
@@ -326,6 +341,7 @@ t.test('parseReservations and formatReservations round-trip', (t) => {
   t.same(parseReservations(undefined), { entries: [], malformed: 0 })
   t.same(parseReservations(''), { entries: [], malformed: 0 })
   t.same(parseReservations('[{"name": "a", "cidrs": [1], "expires": "2026-12-01T10:00:00Z"}, {"name": "b", "cidrs": [], "expires": "soon"}]'), { entries: [], malformed: 2 })
+  t.same(parseReservations(`[null, 0, "a", [], true, ${formatReservations(entries).slice(1)}`), { entries, malformed: 5 }, 'entries that are not objects are malformed too, and do not throw')
   t.end()
 })
 
