@@ -151,6 +151,11 @@ export function parseReservations(text: string | undefined): { entries: Reservat
   return { entries, malformed }
 }
 
+/** A reservation's identity: its name and its CIDRs, in any order. */
+function rangeKey({ name, cidrs }: { readonly name: string, readonly cidrs: readonly string[] }): string {
+  return cidrs.length === 1 ? `${name} ${cidrs[0] ?? ''}` : `${name} ${[...cidrs].sort().join(' ')}`
+}
+
 export function formatReservations(entries: readonly Reservation[]): string {
   return JSON.stringify(entries.map(({ name, cidrs, expiresAt, replica, uid }) => ({ name, cidrs, expires: new Date(expiresAt).toISOString(), replica, uid })))
 }
@@ -216,8 +221,8 @@ export class SharedReservations {
    * starts from the annotation it wrote itself: it is not parsed again for every admitted CREATE.
    */
   private parsed: { readonly text: string | undefined, readonly entries: readonly Reservation[], readonly malformed: number } | undefined
-  /** What this replica wrote, until the watch shows the ServiceCIDR or the reservation expires. */
-  private readonly tracked = new Map<string, { readonly cidrs: readonly string[], readonly expiresAt: number }>()
+  /** What this replica wrote, by rangeKey, until the watch shows the ServiceCIDR or the reservation expires. */
+  private readonly tracked = new Map<string, { readonly name: string, readonly cidrs: readonly string[], readonly expiresAt: number }>()
   /** No tracked reservation expires before this: sweep() has nothing to do until then. */
   private sweepAt = Number.POSITIVE_INFINITY
   lastError: string | undefined
@@ -276,8 +281,10 @@ export class SharedReservations {
 
   /** The watch shows a ServiceCIDR: a reservation of ours for it has done its job. */
   observe(record: { readonly name: string, readonly cidrs: readonly { readonly text: string }[] }): void {
-    const entry = this.tracked.get(record.name)
-    if (entry !== undefined && entry.cidrs.every((cidr) => record.cidrs.some((prefix) => prefix.text === cidr))) this.tracked.delete(record.name)
+    if (this.tracked.size === 0) return
+    for (const [key, entry] of this.tracked) {
+      if (entry.name === record.name && entry.cidrs.every((cidr) => record.cidrs.some((prefix) => prefix.text === cidr))) this.tracked.delete(key)
+    }
   }
 
   /** Counts (and forgets) reservations of ours that expired without their ServiceCIDR appearing. */
@@ -286,12 +293,12 @@ export class SharedReservations {
     if (now < this.sweepAt) return 0
     let expired = 0
     this.sweepAt = Number.POSITIVE_INFINITY
-    for (const [name, entry] of this.tracked) {
+    for (const [key, entry] of this.tracked) {
       if (entry.expiresAt > now) {
         this.sweepAt = Math.min(this.sweepAt, entry.expiresAt)
         continue
       }
-      this.tracked.delete(name)
+      this.tracked.delete(key)
       expired++
     }
     if (expired > 0) this.options.events?.expiredUnseen?.(expired)
@@ -405,14 +412,15 @@ export class SharedReservations {
       }
       const admitted = kept(waiting, unanswered)
       if (admitted.length === 0) return
-      // A request retried under the same name replaces its earlier entry, in the Lease and in this
-      // batch (the later of two in one batch was decided with the earlier in view, and replaced it
-      // in this replica's own model too: ClusterState.reserve).
-      const byName = new Map<string, ReserveRequest>()
-      for (const { request } of admitted) byName.set(request.name, request)
+      // A request retried under the same name with the same CIDRs replaces its earlier entry, in the
+      // Lease and in this batch. One with other CIDRs is kept beside it, as in this replica's own
+      // model (ClusterState.reserve): either request's object may be the one kube-apiserver
+      // stores, so until the watch shows which, both ranges must count for every replica.
+      const byRange = new Map<string, ReserveRequest>()
+      for (const { request } of admitted) byRange.set(rangeKey(request), request)
       const mine: Reservation[] = []
-      for (const request of byName.values()) mine.push({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid })
-      const next = [...held.filter((entry) => !byName.has(entry.name)), ...mine]
+      for (const request of byRange.values()) mine.push({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid })
+      const next = [...held.filter((entry) => !byRange.has(rangeKey(entry))), ...mine]
       if (next.length > this.maxEntries) {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
         return
@@ -448,7 +456,7 @@ export class SharedReservations {
       }
       this.options.events?.write?.('written')
       this.lastError = undefined
-      for (const entry of mine) this.tracked.set(entry.name, entry)
+      for (const entry of mine) this.tracked.set(rangeKey(entry), entry)
       this.sweepAt = Math.min(this.sweepAt, now + ttlMs)
       for (const waiter of admitted) this.settle(waiter, recorded)
       return

@@ -14,17 +14,17 @@ export interface ReservedRange {
   readonly cidrs: readonly string[]
 }
 
-/** Whether the view already holds a ServiceCIDR of that name with every CIDR of `range`. */
-function shownBy(view: ClusterView, range: ReservedRange): boolean {
-  const held = view.serviceCIDR(range.name)
-  return held !== undefined && range.cidrs.every((text) => held.cidrs.some((cidr) => cidr.text === text))
+/** Whether `record` holds every CIDR of `range`. */
+function holds(record: ServiceCIDRRecord | undefined, range: ReservedRange): boolean {
+  return record !== undefined && range.cidrs.every((text) => record.cidrs.some((cidr) => cidr.text === text))
 }
 
 /**
  * The view with `reservations` added to its pending ServiceCIDRs, so the overlap rule counts them.
  * A reservation ends, for this view, once the view holds its ServiceCIDR with those CIDRs (the
- * watch has shown it; the ServiceCIDR itself then counts), and one already pending here under the
- * same name is not counted twice. Only those left are parsed into records: at every recheck the
+ * watch has shown it; the ServiceCIDR itself then counts), and one already pending here with those
+ * CIDRs is not counted twice. One pending here under the same name with other CIDRs does not hide it:
+ * of two CREATEs of one name, either may be the one kube-apiserver stores. Only those left are parsed into records: at every recheck the
  * Lease holds the request's own entry and others' that the watch has shown, and records made for
  * them were garbage that lived long enough to need a full collection (docs/benchmarks.md, "Fifth
  * pass").
@@ -33,7 +33,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
   // Called for every admitted CREATE: nothing is copied unless a reservation is left to add.
   let extra: ServiceCIDRRecord[] | undefined
   for (const range of reservations) {
-    if (view.pendingServiceCIDR(range.name) !== undefined || shownBy(view, range)) continue
+    if (holds(view.serviceCIDR(range.name), range) || view.pendingServiceCIDRsNamed(range.name).some((record) => holds(record, range))) continue
     const record = toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } })
     if (record !== undefined) (extra ??= []).push(record)
   }
@@ -45,7 +45,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     cidrsOverlapping: (prefix): readonly PlacedCIDR[] => view.cidrsOverlapping(prefix),
     cidrsInOrder: (family): readonly PlacedCIDR[] => view.cidrsInOrder(family),
     pendingServiceCIDRs: () => pending,
-    pendingServiceCIDR: (name: string) => pending.find((record) => record.name === name),
+    pendingServiceCIDRsNamed: (name: string) => pending.filter((record) => record.name === name),
     addressesBetween: (family, first, last): AddressRange => view.addressesBetween(family, first, last),
     mislabelledAddresses: () => view.mislabelledAddresses(),
   }

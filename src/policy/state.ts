@@ -259,6 +259,11 @@ interface Pending {
   readonly expiresAt: number
 }
 
+/** Whether two records of one name hold the same CIDRs, in any order. */
+function sameCIDRs(a: ServiceCIDRRecord, b: ServiceCIDRRecord): boolean {
+  return a.cidrs.length === b.cidrs.length && a.cidrs.every((prefix) => b.cidrs.some((other) => other.text === prefix.text))
+}
+
 export class ClusterState implements ClusterView {
   private readonly cidrs = new Map<string, ServiceCIDRRecord>()
   private readonly cidrIndex: Record<Family, CIDRIndex> = { IPv4: new CIDRIndex(), IPv6: new CIDRIndex() }
@@ -267,7 +272,8 @@ export class ClusterState implements ClusterView {
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   private readonly otherFamilyLabel = new Map<string, IPAddressRecord>()
-  private readonly pending = new Map<string, Pending>()
+  /** By name: a name may be pending with different CIDRs at once (ClusterView.pendingServiceCIDRsNamed). */
+  private readonly pending = new Map<string, Pending[]>()
   private serviceCIDRRevision = 0
 
   get revision(): number {
@@ -294,12 +300,18 @@ export class ClusterState implements ClusterView {
     // A loop: Array.from with a map function took ~250 ns a call against ~25 (one entry), and the
     // overlap rule calls this for every CREATE.
     const records: ServiceCIDRRecord[] = []
-    for (const entry of this.pending.values()) records.push(entry.record)
+    for (const entries of this.pending.values()) {
+      for (const entry of entries) records.push(entry.record)
+    }
     return records
   }
 
-  pendingServiceCIDR(name: string): ServiceCIDRRecord | undefined {
-    return this.pending.get(name)?.record
+  pendingServiceCIDRsNamed(name: string): readonly ServiceCIDRRecord[] {
+    const entries = this.pending.get(name)
+    if (entries === undefined) return []
+    const records: ServiceCIDRRecord[] = []
+    for (const entry of entries) records.push(entry.record)
+    return records
   }
 
   cidrsOverlapping(prefix: Prefix): readonly PlacedCIDR[] {
@@ -389,21 +401,41 @@ export class ClusterState implements ClusterView {
     this.index.IPv6.load(byFamily.IPv6)
   }
 
-  /** Records a CREATE this process admitted, until the watch shows it or `expiresAt` passes. */
+  /**
+   * Records a CREATE this process admitted, until the watch shows a ServiceCIDR of that name or
+   * `expiresAt` passes. One of the same name and CIDRs is replaced (the same request retried); one
+   * of the same name and other CIDRs is kept beside it: either request's object may be the one
+   * kube-apiserver stores, and until the watch shows which, both ranges count.
+   */
   reserve(record: ServiceCIDRRecord, expiresAt: number): void {
-    this.pending.set(record.name, { record, expiresAt })
+    const entries = (this.pending.get(record.name) ?? []).filter((entry) => !sameCIDRs(entry.record, record))
+    entries.push({ record, expiresAt })
+    this.pending.set(record.name, entries)
   }
 
-  /** Forgets a reservation (its admission was withdrawn), unless a newer one of that name replaced it. */
+  /** Forgets a reservation (its admission was withdrawn), unless a newer one replaced it. */
   release(record: ServiceCIDRRecord): void {
-    if (this.pending.get(record.name)?.record === record) this.pending.delete(record.name)
+    const entries = this.pending.get(record.name)
+    if (entries === undefined) return
+    const left = entries.filter((entry) => entry.record !== record)
+    if (left.length === 0) this.pending.delete(record.name)
+    else this.pending.set(record.name, left)
   }
 
   /** Drops reservations that expired by `now`; returns how many remain. */
   expireReservations(now: number): number {
-    for (const [name, entry] of this.pending) {
-      if (entry.expiresAt <= now) this.pending.delete(name)
+    // Runs for every review: nothing is copied unless something expired.
+    let remaining = 0
+    for (const [name, entries] of this.pending) {
+      if (entries.every((entry) => entry.expiresAt > now)) {
+        remaining += entries.length
+        continue
+      }
+      const left = entries.filter((entry) => entry.expiresAt > now)
+      if (left.length === 0) this.pending.delete(name)
+      else this.pending.set(name, left)
+      remaining += left.length
     }
-    return this.pending.size
+    return remaining
   }
 }

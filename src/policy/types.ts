@@ -75,8 +75,12 @@ export interface ClusterView {
    * covering addresses on DELETE, where guessing in favour of allowing would be unsafe.
    */
   pendingServiceCIDRs(): readonly ServiceCIDRRecord[]
-  /** The pending ServiceCIDR of that name, if there is one. */
-  pendingServiceCIDR(name: string): ServiceCIDRRecord | undefined
+  /**
+   * The pending ServiceCIDRs of that name. There may be more than one: a CREATE retried under the
+   * same name with other CIDRs, or two such CREATEs at once, are each pending until the watch shows
+   * which of them kube-apiserver stored, since any of them may be the one.
+   */
+  pendingServiceCIDRsNamed(name: string): readonly ServiceCIDRRecord[]
   /**
    * Allocator-managed IPAddresses (labels managed-by: ipallocator.k8s.io and the ip-family of the
    * address) in [first, last] of the family, in address order: the ones canDeleteCIDR counts.

@@ -93,6 +93,36 @@ t.test('a CREATE refused for another replica\'s reservation names it, and releas
   t.same(heldNames(store), ['first 10.0.0.0/24'])
 })
 
+t.test('a name admitted twice with different CIDRs: until the watch shows which object was stored, both ranges count on every replica', async (t) => {
+  // Replica-1 admits "retried" 10.0.0.0/24, whose CREATE is then refused after admission (another
+  // webhook, a quota); the user retries it as 10.1.0.0/24 and replica-2 admits that. A third
+  // CREATE overlapping the retry reaches replica-1 before its watch shows the stored object.
+  const store = new MemoryLeaseStore()
+  const one = replica(store)
+  const two = replica(store, makePolicy(), 'replica-2')
+  t.ok(allowed(await one.review(admissionReview('CREATE', 'retried', ['10.0.0.0/24']))))
+  t.ok(allowed(await two.review(admissionReview('CREATE', 'retried', ['10.1.0.0/24']))), 'its own name never conflicts')
+  const third = await one.review(admissionReview('CREATE', 'third', ['10.1.0.0/25']))
+  t.equal(third.decision?.allowed, false, 'replica-1\'s own "retried" (10.0.0.0/24) does not hide the one replica-2 recorded')
+  t.match(third.decision?.message, 'overlaps ServiceCIDR "retried" (10.1.0.0/24, admitted moments ago)')
+  // The other way round: replica-1 still holds its first attempt, which kube-apiserver may have stored.
+  const fourth = await two.review(admissionReview('CREATE', 'fourth', ['10.0.0.0/25']))
+  t.equal(fourth.decision?.allowed, false, 'replica-2 counts the first attempt too')
+  t.same(heldNames(store), ['retried 10.0.0.0/24', 'retried 10.1.0.0/24'], 'both attempts held in the Lease')
+  t.same(pending(one.state), ['retried'])
+  two.state.upsertServiceCIDR(serviceCIDR('retried', '10.1.0.0/24'))
+  t.ok(allowed(await two.review(admissionReview('CREATE', 'fifth', ['10.2.0.0/24']))), 'unrelated ranges pass')
+})
+
+t.test('one replica without the Lease: a name admitted twice with different CIDRs holds both ranges in its own model', async (t) => {
+  const one = replica(undefined)
+  t.ok(allowed(await one.review(admissionReview('CREATE', 'retried', ['10.0.0.0/24']))))
+  t.ok(allowed(await one.review(admissionReview('CREATE', 'retried', ['10.1.0.0/24']))))
+  const other = await one.review(admissionReview('CREATE', 'other', ['10.0.0.0/25']))
+  t.equal(other.decision?.allowed, false, 'the first attempt may be the one stored')
+  t.match(other.decision?.message, 'overlaps ServiceCIDR "retried" (10.0.0.0/24, admitted moments ago)')
+})
+
 t.test('what is recorded: CREATEs and UPDATEs adding a family; never dry runs, metadata-only UPDATEs, DELETEs, the apiserver default, or overlap: Allow', async (t) => {
   const store = new MemoryLeaseStore()
   const { review, state } = replica(store)

@@ -141,16 +141,29 @@ t.test('a request retried under the same name replaces its earlier entry', async
   t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + 1000 + ttlMs, 'replica-1'), uid: 'uid-2' }])
 })
 
-t.test('two requests of the same name in one write: the later replaces the earlier, as in the replica\'s own model', async (t) => {
+t.test('a request retried under the same name with other CIDRs is kept beside its earlier entry: either may be the one stored', async (t) => {
+  const { store, reservations, clock } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-1'), always)
+  clock.now = start + 1000
+  await reservations.reserve(request('a', ['10.0.1.0/24'], 'uid-2'), always)
+  t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + ttlMs, 'replica-1'), uid: 'uid-1' }, { ...entry('a', ['10.0.1.0/24'], start + 1000 + ttlMs, 'replica-1'), uid: 'uid-2' }])
+  clock.now = start + 2000
+  await reservations.reserve(request('a', ['fd00::/64', '10.0.0.0/24'], 'uid-3'), always)
+  await reservations.reserve(request('a', ['10.0.0.0/24', 'fd00::/64'], 'uid-4'), always)
+  t.same(held(store).map((item) => item.uid), ['uid-1', 'uid-2', 'uid-4'], 'the same CIDRs in another order are the same request')
+})
+
+t.test('two requests of the same name and CIDRs in one write: the later replaces the earlier, as in the replica\'s own model', async (t) => {
   const { store, reservations } = rig()
   const results = await Promise.all([
     reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-1'), always),
     reservations.reserve(request('b', ['10.0.1.0/24']), always),
     reservations.reserve(request('a', ['10.0.0.0/24'], 'uid-2'), always),
+    reservations.reserve(request('a', ['10.0.2.0/24'], 'uid-3'), always),
   ])
-  t.same(results, [{ outcome: 'recorded' }, { outcome: 'recorded' }, { outcome: 'recorded' }], 'both recorded')
+  t.same(results, [{ outcome: 'recorded' }, { outcome: 'recorded' }, { outcome: 'recorded' }, { outcome: 'recorded' }], 'all recorded')
   t.equal(store.updates, 1, 'in one write')
-  t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + ttlMs, 'replica-1'), uid: 'uid-2' }, entry('b', ['10.0.1.0/24'], start + ttlMs, 'replica-1')], 'one entry for a, the later request\'s')
+  t.same(held(store), [{ ...entry('a', ['10.0.0.0/24'], start + ttlMs, 'replica-1'), uid: 'uid-2' }, entry('b', ['10.0.1.0/24'], start + ttlMs, 'replica-1'), { ...entry('a', ['10.0.2.0/24'], start + ttlMs, 'replica-1'), uid: 'uid-3' }], 'one entry for a with those CIDRs, the later request\'s; one with other CIDRs beside it')
 })
 
 t.test('apiserver down, Lease missing, RBAC refusing, object refused: fail closed with a reason that says what happened', async (t) => {
@@ -299,14 +312,17 @@ t.test('expired unseen: a reservation of ours whose ServiceCIDR the watch never 
   await reservations.reserve(request('added-family', ['fd00::/64']), always)
   await reservations.reserve(request('forged', ['10.0.2.0/24']), always)
   await reservations.reserve(request('other-cidrs', ['10.0.3.0/24']), always)
+  await reservations.reserve(request('retried', ['10.0.5.0/24']), always)
+  await reservations.reserve(request('retried', ['10.0.6.0/24']), always)
   reservations.observe(serviceCIDR('shown', '10.0.0.0/24'))
   reservations.observe(serviceCIDR('added-family', '10.0.1.0/24', 'fd00::/64'))
   reservations.observe(serviceCIDR('other-cidrs', '10.0.4.0/24'))
+  reservations.observe(serviceCIDR('retried', '10.0.6.0/24'))
   clock.now = start + ttlMs - 1
   t.equal(reservations.sweep(), 0, 'nothing expired yet')
   clock.now = start + ttlMs
-  t.equal(reservations.sweep(), 2, 'the forged one and the one whose object never carried its CIDRs')
-  t.same(expired, [2])
+  t.equal(reservations.sweep(), 3, 'the forged one, the one whose object never carried its CIDRs, and the retried one\'s first CIDRs')
+  t.same(expired, [3])
   t.equal(reservations.sweep(), 0, 'each counted once')
 })
 

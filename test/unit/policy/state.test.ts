@@ -182,8 +182,8 @@ void t.test('reservations', (t) => {
   state.reserve(serviceCIDR('b', '10.0.1.0/24'), 200)
   state.reserve(serviceCIDR('c', '10.0.2.0/24'), 300)
   t.same(names(state), ['a', 'b', 'c'])
-  t.equal(state.pendingServiceCIDR('b')?.cidrs[0]?.text, '10.0.1.0/24', 'by name')
-  t.equal(state.pendingServiceCIDR('z'), undefined)
+  t.same(state.pendingServiceCIDRsNamed('b').map((record) => record.cidrs[0]?.text), ['10.0.1.0/24'], 'by name')
+  t.same(state.pendingServiceCIDRsNamed('z'), [])
   t.equal(state.serviceCIDRCount, 0, 'a reservation is not a ServiceCIDR')
 
   t.equal(state.expireReservations(99), 3, 'nothing expired before its time')
@@ -214,6 +214,21 @@ void t.test('reservations', (t) => {
   t.same(names(state), ['f'], 'releasing a reservation a newer one of the same name replaced leaves the newer one')
   state.release(second)
   t.same(names(state), [], 'releasing the one held drops it')
+
+  // A CREATE retried under the same name with other CIDRs: the first may still be the one stored.
+  const tried = serviceCIDR('g', '10.0.6.0/24')
+  const retried = serviceCIDR('g', '10.0.7.0/24')
+  state.reserve(tried, 3000)
+  state.reserve(retried, 4000)
+  t.same(state.pendingServiceCIDRsNamed('g').map((record) => record.cidrs[0]?.text), ['10.0.6.0/24', '10.0.7.0/24'], 'both are pending: either may be the one kube-apiserver stores')
+  t.equal(state.expireReservations(3000), 1, 'each expires at its own time')
+  t.same(state.pendingServiceCIDRsNamed('g'), [retried])
+  state.reserve(tried, 5000)
+  state.release(retried)
+  t.same(state.pendingServiceCIDRsNamed('g'), [tried], 'releasing one leaves the other')
+  state.reserve(retried, 5000)
+  state.upsertServiceCIDR(serviceCIDR('g', '10.0.7.0/24'))
+  t.same(names(state), [], 'the watch showing one drops them all: the name is taken, the others can no longer be stored')
   t.end()
 })
 
