@@ -91,7 +91,7 @@ export function serveCommand(): Command {
     .option('--reservation-lease <namespace/name>', `the Lease where every replica records the ranges it admits (default: the Pod's namespace, from POD_NAMESPACE or the service account, and ${defaultReservationLease})`, lease)
     .option('--reservation-deadline <seconds>', 'how long a review may take to record its range there before it fails closed (well inside the webhook\'s timeoutSeconds of 5)', seconds, 3)
     .option('--no-shared-reservation', 'reserve admitted ranges on this replica only: two replicas can then each admit one of two overlapping ranges created at the same moment')
-    .option('--stale-after <seconds>', 'how long the cache may go without a working watch before reviews that need it fail closed', seconds, 30)
+    .option('--stale-after <seconds>', 'how long the cache may go without a working watch before the replica reports not ready and reviews that need it fail closed (reviews stop trusting it sooner: after the reservation TTL\'s margin past the webhook timeout, 5 s, they wait for the watch first)', seconds, 30)
     .action(async (flags: Flags) => {
       const { logger, decisions, close } = serverLogger(flags.logLevel)
       const running = await serve({

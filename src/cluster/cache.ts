@@ -15,8 +15,13 @@ export interface ClusterCacheOptions {
   readonly reservationMs?: number
   /** Called with each ServiceCIDR the list or the watch shows (the shared reservations end theirs). */
   readonly onServiceCIDR?: (record: ServiceCIDRRecord) => void
-  /** How long the view may go without an open watch before decisions stop trusting it. */
+  /** How long the view may go without an open watch before the replica is Stale (not ready). */
   readonly staleAfterMs?: number
+  /**
+   * How long the view may go without an open watch before reviews stop trusting it, though the
+   * replica is still Synced (reviewStaleAfterMs in src/server/serve.ts); at most staleAfterMs.
+   */
+  readonly reviewStaleAfterMs?: number
   /** How long current() waits for a view that is not current (default 1000 ms; see current()). */
   readonly currentWaitMs?: number
   readonly watchSeconds?: number
@@ -147,6 +152,15 @@ export class ClusterCache {
     return this.syncState === 'Synced'
   }
 
+  /** Synced, and no watch down for longer than a review may trust the view (reviewStaleAfterMs). */
+  private get reviewable(): boolean {
+    if (!this.synced) return false
+    const limit = this.options.reviewStaleAfterMs
+    if (limit === undefined) return true
+    const now = this.now()
+    return this.reflectors.every((reflector) => reflector.staleFor(now) <= limit)
+  }
+
   /** The view decisions read; undefined while it cannot be trusted, so rules fail closed. */
   view(): ClusterView | undefined {
     // A review is proof that kube-apiserver answers (it is the caller): a reflector waiting out
@@ -154,7 +168,7 @@ export class ClusterCache {
     // current() waits for it): it counts as current for staleAfterMs after its watch ended, and
     // must not lag kube-apiserver that long.
     for (const reflector of this.reflectors) reflector.wake()
-    if (!this.synced) return undefined
+    if (!this.reviewable) return undefined
     this.state.expireReservations(this.now())
     return this.state
   }
@@ -167,7 +181,7 @@ export class ClusterCache {
    * longer than staleAfterMs are refused as "not finished reading" until the back-off ends.
    */
   async current(): Promise<void> {
-    const settled = (): boolean => this.synced || this.stopped()
+    const settled = (): boolean => this.reviewable || this.stopped()
     if (settled() || this.reflectors.length === 0) return
     const deadline = Date.now() + (this.options.currentWaitMs ?? 1000)
     while (!settled() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))

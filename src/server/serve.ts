@@ -36,7 +36,25 @@ export interface ServeOptions {
   readonly reservationMs: number
   /** The Lease where every replica records what it admits; undefined: each replica on its own. */
   readonly sharedReservation: { readonly namespace: string, readonly name: string, readonly deadlineMs: number } | undefined
+  /** How long the view may go without an open watch before the replica is not ready. */
   readonly staleAfterMs: number
+}
+
+/** The margin the reservation TTL keeps past the slowest validating webhook's timeoutSeconds (docs/deploy.md). */
+const reservationMarginMs = 5000
+
+/**
+ * How long the view may go without an open watch before reviews stop trusting it: at most the
+ * margin a reservation keeps past the webhook timeouts. A reservation (this replica's, or one in the
+ * shared Lease) lasts the TTL: the slowest webhook's timeoutSeconds for kube-apiserver to store the
+ * object, then the margin for every replica's watch to show it. A replica whose watch has been down
+ * for longer than the margin may lack an object whose reservation has already expired, and would
+ * admit a range overlapping it. Such a review first wakes the watch and waits for it briefly
+ * (ClusterCache.current); readiness keeps the longer staleAfterMs, so that a short gap does not take
+ * the replica out of the Service.
+ */
+export function reviewStaleAfterMs(reservationMs: number, staleAfterMs: number): number {
+  return Math.max(0, Math.min(staleAfterMs, reservationMarginMs, reservationMs - reservationMarginMs))
 }
 
 export interface RunningServer {
@@ -67,6 +85,7 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     log: logger.child({ component: 'cache' }),
     reservationMs: options.reservationMs,
     staleAfterMs: options.staleAfterMs,
+    reviewStaleAfterMs: reviewStaleAfterMs(options.reservationMs, options.staleAfterMs),
     onServiceCIDR: (record) => reservations?.observe(record),
   })
   const metrics = new Metrics({ state: cache.state, synced: () => cache.synced, relists: () => cache.relists, sweepReservations: () => reservations?.sweep() })

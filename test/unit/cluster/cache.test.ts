@@ -149,3 +149,29 @@ t.test('a review (view()) wakes a reflector out of its back-off once kube-apiser
   const after = (watchTimes.at(-1) ?? 0) - woken
   t.ok(after < 1000, `watched again ${String(after)} ms after the review, not after the 4 s back-off`)
 })
+
+// A reservation lasts its TTL; a replica whose watch has been down longer than the TTL's margin may
+// lack an object whose reservation has expired (src/server/serve.ts, reviewStaleAfterMs). Reviews
+// stop trusting such a view though the replica stays Synced (ready), and wait for the watch.
+t.test('a view without an open watch for longer than reviewStaleAfterMs is not reviewed from, though still Synced', async (t) => {
+  let watchRefused = true
+  const apiserver = await standIn((request) => {
+    // 429: watched again after a back-off, without a new list (a list would make the view current).
+    if ((request.url ?? '').includes('watch=true') && watchRefused) return { status: 429, body: { kind: 'Status', code: 429, message: 'too many requests' } }
+    return discovery(request.url) ?? emptyList(request.url)
+  })
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs: 2000 })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => cache.syncState === 'Synced')
+  t.not(cache.view(), undefined, 'just listed: reviewed from')
+  await delay(400)
+  t.equal(cache.syncState, 'Synced', 'still Synced: ready, within staleAfterMs')
+  t.equal(cache.view(), undefined, 'no watch for longer than reviewStaleAfterMs: not reviewed from')
+  watchRefused = false
+  const waited = Date.now()
+  await cache.current()
+  t.not(cache.view(), undefined, `reviewed from again once the watch is open (${String(Date.now() - waited)} ms)`)
+  t.ok(Date.now() - waited < 1500, 'the review woke the watch out of its back-off')
+})

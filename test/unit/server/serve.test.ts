@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect } from 'node:tls'
 import { request } from 'undici'
-import { serve, type RunningServer } from '../../../src/server/serve.ts'
+import { reviewStaleAfterMs, serve, type RunningServer } from '../../../src/server/serve.ts'
 import { serveOptions } from '../../support/server.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'scg-serve-'))
@@ -204,4 +204,13 @@ t.test('after shutdown nothing of the server keeps the process alive', async (t)
   t.error(error, 'the process ran and exited by itself')
   const seconds = (Date.now() - started) / 1000
   t.ok(seconds < 15, `the process exited ${seconds.toFixed(1)} s after starting, well before the 60 s shutdown timeout`)
+})
+
+t.test('reviewStaleAfterMs: how long reviews trust a view without a watch is the margin a reservation keeps past the webhook timeouts', (t) => {
+  t.equal(reviewStaleAfterMs(10_000, 30_000), 5000, 'the defaults: a 10 s TTL is the webhook\'s 5 s timeout and a 5 s margin')
+  t.equal(reviewStaleAfterMs(35_000, 30_000), 5000, 'a TTL raised for a slower webhook (30 s) keeps the same margin')
+  t.equal(reviewStaleAfterMs(8000, 30_000), 3000, 'a shorter TTL, a shorter margin')
+  t.equal(reviewStaleAfterMs(4000, 30_000), 0, 'none left: only a view whose watch is open')
+  t.equal(reviewStaleAfterMs(10_000, 2000), 2000, 'never longer than staleAfterMs')
+  t.end()
 })
