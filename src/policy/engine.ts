@@ -198,10 +198,13 @@ export function decide(policy: Policy, view: ClusterView | undefined, request: R
       return admit(policy, view, name, object.cidrs, oldObject.cidrs.length)
     }
     case 'DELETE': {
-      // kube-apiserver sends the object being deleted as oldObject; fall back to the cache.
-      const target = (oldObject && toServiceCIDRRecord({ metadata: { name }, spec: { cidrs: oldObject.cidrs } })) ?? view?.serviceCIDR(name)
+      // kube-apiserver sends the object being deleted as oldObject; fall back to the cache. One with
+      // no CIDR that parses is no better than none: read as the target, it covered no address, and
+      // the in-use check passed whatever the range held.
+      const sent = oldObject && toServiceCIDRRecord({ metadata: { name }, spec: { cidrs: oldObject.cidrs } })
+      const target = sent !== undefined && sent.cidrs.length > 0 ? sent : view?.serviceCIDR(name)
       if (target === undefined) {
-        const violation = view === undefined ? stateUnknown('oldObject') : { rule: 'ClusterStateUnknown' as const, field: 'oldObject', message: 'the DELETE request carries no oldObject and the ServiceCIDR is not in the cache' }
+        const violation = view === undefined ? stateUnknown('oldObject') : { rule: 'ClusterStateUnknown' as const, field: 'oldObject', message: 'the DELETE request carries no oldObject with a valid CIDR and the ServiceCIDR is not in the cache' }
         return enforce(policy, `Deleting ServiceCIDR "${name}"`, [violation], [], '')
       }
       return remove(policy, view, target)
