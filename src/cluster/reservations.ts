@@ -151,8 +151,18 @@ export function parseReservations(text: string | undefined): { entries: Reservat
   return { entries, malformed }
 }
 
-/** A reservation's identity: its name and its CIDRs, in any order. */
-function rangeKey({ name, cidrs }: { readonly name: string, readonly cidrs: readonly string[] }): string {
+interface Range {
+  readonly name: string
+  readonly cidrs: readonly string[]
+}
+
+/** Whether two reservations are the same: one name, and the same CIDRs in any order. */
+function sameRange(a: Range, b: Range): boolean {
+  return a.name === b.name && a.cidrs.length === b.cidrs.length && a.cidrs.every((cidr) => b.cidrs.includes(cidr))
+}
+
+/** A reservation's identity as a key: its name and its CIDRs, in any order. */
+function rangeKey({ name, cidrs }: Range): string {
   return cidrs.length === 1 ? `${name} ${cidrs[0] ?? ''}` : `${name} ${[...cidrs].sort().join(' ')}`
 }
 
@@ -416,11 +426,18 @@ export class SharedReservations {
       // Lease and in this batch. One with other CIDRs is kept beside it, as in this replica's own
       // model (ClusterState.reserve): either request's object may be the one kube-apiserver
       // stores, so until the watch shows which, both ranges must count for every replica.
-      const byRange = new Map<string, ReserveRequest>()
-      for (const { request } of admitted) byRange.set(rangeKey(request), request)
+      // (Loops, not keys: a batch is a few requests, and a string key for every entry held cost
+      // more than comparing them.)
       const mine: Reservation[] = []
-      for (const request of byRange.values()) mine.push({ name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid })
-      const next = [...held.filter((entry) => !byRange.has(rangeKey(entry))), ...mine]
+      for (const { request } of admitted) {
+        const entry = { name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid }
+        const earlier = mine.findIndex((other) => sameRange(other, entry))
+        if (earlier === -1) mine.push(entry)
+        else mine[earlier] = entry
+      }
+      const next: Reservation[] = []
+      for (const entry of held) if (!mine.some((other) => sameRange(other, entry))) next.push(entry)
+      for (const entry of mine) next.push(entry)
       if (next.length > this.maxEntries) {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
         return

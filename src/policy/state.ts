@@ -254,11 +254,6 @@ class CIDRIndex {
   }
 }
 
-interface Pending {
-  readonly record: ServiceCIDRRecord
-  readonly expiresAt: number
-}
-
 /** Whether two records of one name hold the same CIDRs, in any order. */
 function sameCIDRs(a: ServiceCIDRRecord, b: ServiceCIDRRecord): boolean {
   return a.cidrs.length === b.cidrs.length && a.cidrs.every((prefix) => b.cidrs.some((other) => other.text === prefix.text))
@@ -272,8 +267,13 @@ export class ClusterState implements ClusterView {
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   private readonly otherFamilyLabel = new Map<string, IPAddressRecord>()
-  /** By name: a name may be pending with different CIDRs at once (ClusterView.pendingServiceCIDRsNamed). */
-  private readonly pending = new Map<string, Pending[]>()
+  /**
+   * By name: a name may be pending with different CIDRs at once (ClusterView.pendingServiceCIDRsNamed).
+   * Each list is replaced, never changed, so that it can be handed out as it is.
+   */
+  private readonly pending = new Map<string, readonly ServiceCIDRRecord[]>()
+  /** When each pending record expires. */
+  private readonly pendingUntil = new Map<ServiceCIDRRecord, number>()
   private serviceCIDRRevision = 0
 
   get revision(): number {
@@ -300,18 +300,26 @@ export class ClusterState implements ClusterView {
     // A loop: Array.from with a map function took ~250 ns a call against ~25 (one entry), and the
     // overlap rule calls this for every CREATE.
     const records: ServiceCIDRRecord[] = []
-    for (const entries of this.pending.values()) {
-      for (const entry of entries) records.push(entry.record)
+    for (const named of this.pending.values()) {
+      for (const record of named) records.push(record)
     }
     return records
   }
 
   pendingServiceCIDRsNamed(name: string): readonly ServiceCIDRRecord[] {
-    const entries = this.pending.get(name)
-    if (entries === undefined) return []
-    const records: ServiceCIDRRecord[] = []
-    for (const entry of entries) records.push(entry.record)
-    return records
+    return this.pending.get(name) ?? []
+  }
+
+  /** Sets the pending records of a name (none: deletes it). */
+  private setPending(name: string, records: readonly ServiceCIDRRecord[]): void {
+    if (records.length === 0) this.pending.delete(name)
+    else this.pending.set(name, records)
+  }
+
+  /** Ends every reservation of a name. */
+  private endPending(name: string): void {
+    for (const record of this.pending.get(name) ?? []) this.pendingUntil.delete(record)
+    this.pending.delete(name)
   }
 
   cidrsOverlapping(prefix: Prefix): readonly PlacedCIDR[] {
@@ -345,7 +353,7 @@ export class ClusterState implements ClusterView {
     this.placed.set(record.name, entries)
     for (const entry of entries) this.cidrIndex[entry.prefix.family].add(entry)
     // The watch has caught up with what this process admitted.
-    this.pending.delete(record.name)
+    this.endPending(record.name)
   }
 
   removeServiceCIDR(name: string): void {
@@ -361,7 +369,7 @@ export class ClusterState implements ClusterView {
     this.placed.clear()
     for (const record of records) {
       this.cidrs.set(record.name, record)
-      this.pending.delete(record.name)
+      this.endPending(record.name)
     }
     const byFamily: Record<Family, PlacedCIDR[]> = { IPv4: [], IPv6: [] }
     for (const record of this.cidrs.values()) {
@@ -408,34 +416,30 @@ export class ClusterState implements ClusterView {
    * kube-apiserver stores, and until the watch shows which, both ranges count.
    */
   reserve(record: ServiceCIDRRecord, expiresAt: number): void {
-    const entries = (this.pending.get(record.name) ?? []).filter((entry) => !sameCIDRs(entry.record, record))
-    entries.push({ record, expiresAt })
-    this.pending.set(record.name, entries)
+    const named: ServiceCIDRRecord[] = []
+    for (const other of this.pending.get(record.name) ?? []) {
+      if (sameCIDRs(other, record)) this.pendingUntil.delete(other)
+      else named.push(other)
+    }
+    named.push(record)
+    this.pending.set(record.name, named)
+    this.pendingUntil.set(record, expiresAt)
   }
 
   /** Forgets a reservation (its admission was withdrawn), unless a newer one replaced it. */
   release(record: ServiceCIDRRecord): void {
-    const entries = this.pending.get(record.name)
-    if (entries === undefined) return
-    const left = entries.filter((entry) => entry.record !== record)
-    if (left.length === 0) this.pending.delete(record.name)
-    else this.pending.set(record.name, left)
+    if (!this.pendingUntil.delete(record)) return
+    this.setPending(record.name, (this.pending.get(record.name) ?? []).filter((other) => other !== record))
   }
 
   /** Drops reservations that expired by `now`; returns how many remain. */
   expireReservations(now: number): number {
     // Runs for every review: nothing is copied unless something expired.
-    let remaining = 0
-    for (const [name, entries] of this.pending) {
-      if (entries.every((entry) => entry.expiresAt > now)) {
-        remaining += entries.length
-        continue
-      }
-      const left = entries.filter((entry) => entry.expiresAt > now)
-      if (left.length === 0) this.pending.delete(name)
-      else this.pending.set(name, left)
-      remaining += left.length
+    for (const [record, expiresAt] of this.pendingUntil) {
+      if (expiresAt > now) continue
+      this.pendingUntil.delete(record)
+      this.setPending(record.name, (this.pending.get(record.name) ?? []).filter((other) => other !== record))
     }
-    return remaining
+    return this.pendingUntil.size
   }
 }
