@@ -46,7 +46,7 @@ export function viewWithout(view: ClusterView, name: string): ClusterView {
     cidrsOverlapping: (prefix) => view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== name),
     cidrsInOrder: (family) => view.cidrsInOrder(family).filter((entry) => entry.record.name !== name),
     pendingServiceCIDRs: () => view.pendingServiceCIDRs(),
-    pendingServiceCIDRsNamed: (other) => view.pendingServiceCIDRsNamed(other),
+    pendingServiceCIDRHolding: (other, cidrs) => view.pendingServiceCIDRHolding(other, cidrs),
     addressesBetween: (family, first, last) => view.addressesBetween(family, first, last),
     mislabelledAddresses: () => view.mislabelledAddresses(),
   }

@@ -33,7 +33,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
   // Called for every admitted CREATE: nothing is copied unless a reservation is left to add.
   let extra: ServiceCIDRRecord[] | undefined
   for (const range of reservations) {
-    if (holds(view.serviceCIDR(range.name), range) || view.pendingServiceCIDRsNamed(range.name).some((record) => holds(record, range))) continue
+    if (view.pendingServiceCIDRHolding(range.name, range.cidrs) !== undefined || holds(view.serviceCIDR(range.name), range)) continue
     const record = toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } })
     if (record !== undefined) (extra ??= []).push(record)
   }
@@ -45,7 +45,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     cidrsOverlapping: (prefix): readonly PlacedCIDR[] => view.cidrsOverlapping(prefix),
     cidrsInOrder: (family): readonly PlacedCIDR[] => view.cidrsInOrder(family),
     pendingServiceCIDRs: () => pending,
-    pendingServiceCIDRsNamed: (name: string) => pending.filter((record) => record.name === name),
+    pendingServiceCIDRHolding: (name: string, cidrs: readonly string[]) => pending.find((record) => record.name === name && holds(record, { name, cidrs })),
     addressesBetween: (family, first, last): AddressRange => view.addressesBetween(family, first, last),
     mislabelledAddresses: () => view.mislabelledAddresses(),
   }

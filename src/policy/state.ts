@@ -254,9 +254,33 @@ class CIDRIndex {
   }
 }
 
+interface Pending {
+  readonly record: ServiceCIDRRecord
+  readonly expiresAt: number
+}
+
+/** Whether `record` holds every one of `cidrs` (as written). Loops: this runs for every admitted CREATE. */
+function holdsAll(record: ServiceCIDRRecord, cidrs: readonly string[]): boolean {
+  for (const text of cidrs) {
+    let found = false
+    for (const prefix of record.cidrs) {
+      if (prefix.text === text) {
+        found = true
+        break
+      }
+    }
+    if (!found) return false
+  }
+  return true
+}
+
 /** Whether two records of one name hold the same CIDRs, in any order. */
 function sameCIDRs(a: ServiceCIDRRecord, b: ServiceCIDRRecord): boolean {
-  return a.cidrs.length === b.cidrs.length && a.cidrs.every((prefix) => b.cidrs.some((other) => other.text === prefix.text))
+  if (a.cidrs.length !== b.cidrs.length) return false
+  for (const prefix of b.cidrs) {
+    if (!holdsAll(a, [prefix.text])) return false
+  }
+  return true
 }
 
 export class ClusterState implements ClusterView {
@@ -267,13 +291,13 @@ export class ClusterState implements ClusterView {
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   private readonly otherFamilyLabel = new Map<string, IPAddressRecord>()
+  /** The latest reservation of each name. */
+  private readonly pending = new Map<string, Pending>()
   /**
-   * By name: a name may be pending with different CIDRs at once (ClusterView.pendingServiceCIDRsNamed).
-   * Each list is replaced, never changed, so that it can be handed out as it is.
+   * Earlier reservations of a name with other CIDRs, kept beside the latest (reserve): rare, so the
+   * common case costs what one reservation a name did. A name is here only while it is in `pending`.
    */
-  private readonly pending = new Map<string, readonly ServiceCIDRRecord[]>()
-  /** When each pending record expires. */
-  private readonly pendingUntil = new Map<ServiceCIDRRecord, number>()
+  private readonly beside = new Map<string, Pending[]>()
   private serviceCIDRRevision = 0
 
   get revision(): number {
@@ -300,26 +324,38 @@ export class ClusterState implements ClusterView {
     // A loop: Array.from with a map function took ~250 ns a call against ~25 (one entry), and the
     // overlap rule calls this for every CREATE.
     const records: ServiceCIDRRecord[] = []
-    for (const named of this.pending.values()) {
-      for (const record of named) records.push(record)
+    for (const entry of this.pending.values()) records.push(entry.record)
+    if (this.beside.size > 0) {
+      for (const entries of this.beside.values()) {
+        for (const entry of entries) records.push(entry.record)
+      }
     }
     return records
   }
 
-  pendingServiceCIDRsNamed(name: string): readonly ServiceCIDRRecord[] {
-    return this.pending.get(name) ?? []
-  }
-
-  /** Sets the pending records of a name (none: deletes it). */
-  private setPending(name: string, records: readonly ServiceCIDRRecord[]): void {
-    if (records.length === 0) this.pending.delete(name)
-    else this.pending.set(name, records)
+  pendingServiceCIDRHolding(name: string, cidrs: readonly string[]): ServiceCIDRRecord | undefined {
+    const latest = this.pending.get(name)
+    if (latest === undefined) return undefined
+    if (holdsAll(latest.record, cidrs)) return latest.record
+    for (const entry of this.beside.get(name) ?? []) {
+      if (holdsAll(entry.record, cidrs)) return entry.record
+    }
+    return undefined
   }
 
   /** Ends every reservation of a name. */
   private endPending(name: string): void {
-    for (const record of this.pending.get(name) ?? []) this.pendingUntil.delete(record)
     this.pending.delete(name)
+    if (this.beside.size > 0) this.beside.delete(name)
+  }
+
+  /** The latest reservation of a name is gone: the last of the others, if any, takes its place. */
+  private promote(name: string): void {
+    const others = this.beside.get(name)
+    const next = others?.pop()
+    if (next === undefined) this.pending.delete(name)
+    else this.pending.set(name, next)
+    if (others?.length === 0) this.beside.delete(name)
   }
 
   cidrsOverlapping(prefix: Prefix): readonly PlacedCIDR[] {
@@ -416,30 +452,45 @@ export class ClusterState implements ClusterView {
    * kube-apiserver stores, and until the watch shows which, both ranges count.
    */
   reserve(record: ServiceCIDRRecord, expiresAt: number): void {
-    const named: ServiceCIDRRecord[] = []
-    for (const other of this.pending.get(record.name) ?? []) {
-      if (sameCIDRs(other, record)) this.pendingUntil.delete(other)
-      else named.push(other)
+    const latest = this.pending.get(record.name)
+    if (latest !== undefined && !sameCIDRs(latest.record, record)) {
+      const others = (this.beside.get(record.name) ?? []).filter((entry) => !sameCIDRs(entry.record, record))
+      others.push(latest)
+      this.beside.set(record.name, others)
     }
-    named.push(record)
-    this.pending.set(record.name, named)
-    this.pendingUntil.set(record, expiresAt)
+    this.pending.set(record.name, { record, expiresAt })
   }
 
   /** Forgets a reservation (its admission was withdrawn), unless a newer one replaced it. */
   release(record: ServiceCIDRRecord): void {
-    if (!this.pendingUntil.delete(record)) return
-    this.setPending(record.name, (this.pending.get(record.name) ?? []).filter((other) => other !== record))
+    if (this.pending.get(record.name)?.record === record) {
+      this.promote(record.name)
+      return
+    }
+    const others = this.beside.get(record.name)
+    if (others === undefined) return
+    const left = others.filter((entry) => entry.record !== record)
+    if (left.length === 0) this.beside.delete(record.name)
+    else this.beside.set(record.name, left)
   }
 
   /** Drops reservations that expired by `now`; returns how many remain. */
   expireReservations(now: number): number {
-    // Runs for every review: nothing is copied unless something expired.
-    for (const [record, expiresAt] of this.pendingUntil) {
-      if (expiresAt > now) continue
-      this.pendingUntil.delete(record)
-      this.setPending(record.name, (this.pending.get(record.name) ?? []).filter((other) => other !== record))
+    let remaining = 0
+    if (this.beside.size > 0) {
+      for (const [name, others] of this.beside) {
+        const left = others.filter((entry) => entry.expiresAt > now)
+        if (left.length === 0) this.beside.delete(name)
+        else this.beside.set(name, left)
+        remaining += left.length
+      }
     }
-    return this.pendingUntil.size
+    for (const [name, entry] of this.pending) {
+      if (entry.expiresAt > now) continue
+      // What is left beside it has not expired: it takes its place (set in place, not visited again).
+      this.promote(name)
+      if (this.pending.has(name)) remaining--
+    }
+    return remaining + this.pending.size
   }
 }

@@ -76,11 +76,12 @@ export interface ClusterView {
    */
   pendingServiceCIDRs(): readonly ServiceCIDRRecord[]
   /**
-   * The pending ServiceCIDRs of that name. There may be more than one: a CREATE retried under the
-   * same name with other CIDRs, or two such CREATEs at once, are each pending until the watch shows
-   * which of them kube-apiserver stored, since any of them may be the one.
+   * A pending ServiceCIDR of that name holding every one of `cidrs` (as written), if there is one.
+   * A name may be pending more than once: a CREATE retried under the same name with other CIDRs, or
+   * two such CREATEs at once, are each pending until the watch shows which of them kube-apiserver
+   * stored, since any of them may be the one.
    */
-  pendingServiceCIDRsNamed(name: string): readonly ServiceCIDRRecord[]
+  pendingServiceCIDRHolding(name: string, cidrs: readonly string[]): ServiceCIDRRecord | undefined
   /**
    * Allocator-managed IPAddresses (labels managed-by: ipallocator.k8s.io and the ip-family of the
    * address) in [first, last] of the family, in address order: the ones canDeleteCIDR counts.

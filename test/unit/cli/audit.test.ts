@@ -99,7 +99,7 @@ t.test('viewWithout hides one ServiceCIDR and nothing else', (t) => {
   t.equal(view.serviceCIDR('b')?.name, 'b')
   t.equal(view.addressesBetween('IPv4', 0n, (1n << 32n) - 1n).length, 1)
   t.strictSame([...view.pendingServiceCIDRs()], [])
-  t.strictSame(view.pendingServiceCIDRsNamed('a'), [])
+  t.equal(view.pendingServiceCIDRHolding('a', ['10.0.0.0/24']), undefined)
   t.end()
 })
 

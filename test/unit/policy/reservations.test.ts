@@ -21,9 +21,9 @@ t.test('withReservations: what other replicas hold becomes pending here', (t) =>
     { name: 'moved', cidrs: ['10.0.4.0/24'] },
   ])
   t.same(names(view), ['local', 'remote', 'single', 'moved'], 'ours first; one the watch already shows with its CIDRs is not counted; one pending here under the same name not twice; an UPDATE adding a family still counts')
-  t.same(view.pendingServiceCIDRsNamed('remote').map((record) => record.cidrs[0]?.text), ['10.0.0.0/24'], 'one of the reservations, by name')
-  t.same(view.pendingServiceCIDRsNamed('local'), state.pendingServiceCIDRsNamed('local'), 'one of ours, by name')
-  t.same(view.pendingServiceCIDRsNamed('shown'), [], 'one not counted')
+  t.equal(view.pendingServiceCIDRHolding('remote', ['10.0.0.0/24'])?.cidrs[0]?.text, '10.0.0.0/24', 'one of the reservations, by name and CIDRs')
+  t.equal(view.pendingServiceCIDRHolding('local', ['10.0.2.0/24']), state.pendingServiceCIDRHolding('local', ['10.0.2.0/24']), 'one of ours')
+  t.equal(view.pendingServiceCIDRHolding('shown', ['10.0.1.0/24']), undefined, 'one not counted')
   t.equal(view.serviceCIDR('shown'), state.serviceCIDR('shown'), 'everything else is the view\'s')
   t.same([...view.serviceCIDRs()], [...state.serviceCIDRs()])
   t.same(view.cidrsInOrder('IPv4'), state.cidrsInOrder('IPv4'))
