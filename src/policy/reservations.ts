@@ -23,11 +23,11 @@ function holds(record: ServiceCIDRRecord | undefined, range: ReservedRange): boo
  * The view with `reservations` added to its pending ServiceCIDRs, so the overlap rule counts them.
  * A reservation ends, for this view, once the view holds its ServiceCIDR with those CIDRs (the
  * watch has shown it; the ServiceCIDR itself then counts), and one already pending here with those
- * CIDRs is not counted twice. One pending here under the same name with other CIDRs does not hide it:
- * of two CREATEs of one name, either may be the one kube-apiserver stores. Only those left are parsed into records: at every recheck the
- * Lease holds the request's own entry and others' that the watch has shown, and records made for
- * them were garbage that lived long enough to need a full collection (docs/benchmarks.md, "Fifth
- * pass").
+ * CIDRs is not counted twice. One pending here under the same name with other CIDRs does not hide
+ * it: of two CREATEs of one name, either may be the one kube-apiserver stores. Only those left are
+ * parsed into records: at every recheck the Lease holds the request's own entry and others' that
+ * the watch has shown, and records made for them were garbage that lived long enough to need a
+ * full collection (docs/benchmarks.md, "Fifth pass").
  */
 export function withReservations(view: ClusterView, reservations: Iterable<ReservedRange>): ClusterView {
   // Called for every admitted CREATE: nothing is copied unless a reservation is left to add.

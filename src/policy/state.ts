@@ -259,28 +259,33 @@ interface Pending {
   readonly expiresAt: number
 }
 
-/** Whether `record` holds every one of `cidrs` (as written). Loops: this runs for every admitted CREATE. */
+/** Whether `record` holds a CIDR written `text`. Loops, not closures: this runs for every admitted CREATE. */
+function holdsText(record: ServiceCIDRRecord, text: string): boolean {
+  for (const prefix of record.cidrs) {
+    if (prefix.text === text) return true
+  }
+  return false
+}
+
+/** Whether `record` holds every one of `cidrs` (as written). */
 function holdsAll(record: ServiceCIDRRecord, cidrs: readonly string[]): boolean {
   for (const text of cidrs) {
-    let found = false
-    for (const prefix of record.cidrs) {
-      if (prefix.text === text) {
-        found = true
-        break
-      }
-    }
-    if (!found) return false
+    if (!holdsText(record, text)) return false
+  }
+  return true
+}
+
+/** Whether `record` holds every CIDR of `other`. */
+function covers(record: ServiceCIDRRecord, other: ServiceCIDRRecord): boolean {
+  for (const prefix of other.cidrs) {
+    if (!holdsText(record, prefix.text)) return false
   }
   return true
 }
 
 /** Whether two records of one name hold the same CIDRs, in any order. */
 function sameCIDRs(a: ServiceCIDRRecord, b: ServiceCIDRRecord): boolean {
-  if (a.cidrs.length !== b.cidrs.length) return false
-  for (const prefix of b.cidrs) {
-    if (!holdsAll(a, [prefix.text])) return false
-  }
-  return true
+  return a.cidrs.length === b.cidrs.length && covers(a, b)
 }
 
 export class ClusterState implements ClusterView {
@@ -343,10 +348,22 @@ export class ClusterState implements ClusterView {
     return undefined
   }
 
-  /** Ends every reservation of a name. */
-  private endPending(name: string): void {
-    this.pending.delete(name)
-    if (this.beside.size > 0) this.beside.delete(name)
+  /**
+   * The watch shows `record`: the reservations of its name whose CIDRs it holds have done their job
+   * (the ServiceCIDR itself counts now). Others of that name wait for their expiry: an UPDATE adding
+   * a family that is not stored yet, or a CREATE of the name with other CIDRs, which can no longer
+   * be stored but costs at most a refusal until then.
+   */
+  private endShown(record: ServiceCIDRRecord): void {
+    const latest = this.pending.get(record.name)
+    if (latest === undefined) return
+    const others = this.beside.get(record.name)
+    if (others !== undefined) {
+      const left = others.filter((entry) => !covers(record, entry.record))
+      if (left.length === 0) this.beside.delete(record.name)
+      else this.beside.set(record.name, left)
+    }
+    if (covers(record, latest.record)) this.promote(record.name)
   }
 
   /** The latest reservation of a name is gone: the last of the others, if any, takes its place. */
@@ -389,7 +406,7 @@ export class ClusterState implements ClusterView {
     this.placed.set(record.name, entries)
     for (const entry of entries) this.cidrIndex[entry.prefix.family].add(entry)
     // The watch has caught up with what this process admitted.
-    this.endPending(record.name)
+    this.endShown(record)
   }
 
   removeServiceCIDR(name: string): void {
@@ -405,7 +422,7 @@ export class ClusterState implements ClusterView {
     this.placed.clear()
     for (const record of records) {
       this.cidrs.set(record.name, record)
-      this.endPending(record.name)
+      this.endShown(record)
     }
     const byFamily: Record<Family, PlacedCIDR[]> = { IPv4: [], IPv6: [] }
     for (const record of this.cidrs.values()) {
@@ -446,8 +463,8 @@ export class ClusterState implements ClusterView {
   }
 
   /**
-   * Records a CREATE this process admitted, until the watch shows a ServiceCIDR of that name or
-   * `expiresAt` passes. One of the same name and CIDRs is replaced (the same request retried); one
+   * Records a CREATE (or an UPDATE adding a family) this process admitted, until the watch shows the
+   * ServiceCIDR with those CIDRs or `expiresAt` passes. One of the same name and CIDRs is replaced (the same request retried); one
    * of the same name and other CIDRs is kept beside it: either request's object may be the one
    * kube-apiserver stores, and until the watch shows which, both ranges count.
    */

@@ -247,7 +247,19 @@ void t.test('reservations', (t) => {
   state.reserve(tried, 9000)
   t.same(named('g'), ['10.0.6.0/24', '10.0.7.0/24'])
   state.upsertServiceCIDR(serviceCIDR('g', '10.0.7.0/24'))
-  t.same(names(state), [], 'the watch showing one drops them all: the name is taken, the others can no longer be stored')
+  t.same(named('g'), ['10.0.6.0/24'], 'the watch showing one ends it; the other waits for its expiry (it can no longer be stored, and costs at most a refusal until then)')
+  t.equal(state.expireReservations(9000), 0)
+
+  // An UPDATE adding a family, reserved while the watch still shows the object without it.
+  state.upsertServiceCIDR(serviceCIDR('h', '10.0.9.0/24'))
+  const dual = serviceCIDR('h', '10.0.9.0/24', 'fd00::/64')
+  state.reserve(dual, 10_000)
+  state.upsertServiceCIDR(serviceCIDR('h', '10.0.9.0/24'))
+  t.same([...state.pendingServiceCIDRs()], [dual], 'an event of the object as it was does not end the reservation of its new family')
+  state.replaceServiceCIDRs([serviceCIDR('h', '10.0.9.0/24')])
+  t.same([...state.pendingServiceCIDRs()], [dual], 'nor does a relist')
+  state.upsertServiceCIDR(serviceCIDR('h', '10.0.9.0/24', 'fd00::/64'))
+  t.same(names(state), [], 'the object with both families does')
   t.end()
 })
 
