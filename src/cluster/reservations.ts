@@ -189,6 +189,9 @@ function within<T>(call: Promise<T>, ms: number): Promise<T> {
  */
 const retryPause = (): Promise<void> => new Promise((resolve) => { setTimeout(resolve, Math.random() * 10) })
 
+/** The pauses before trying again after kube-apiserver could not be reached or answered 429/5xx. */
+const outagePausesMs = [50, 100, 200, 400]
+
 /**
  * kube-apiserver refuses an object whose annotations, keys and values, exceed 256 KiB
  * (ValidateAnnotationsSize, k8s.io/apimachinery/pkg/api/validation/objectmeta.go) with a 422. The
@@ -388,9 +391,25 @@ export class SharedReservations {
     return Math.max(1, latest - this.now())
   }
 
+  /**
+   * After kube-apiserver could not be reached or answered 429/5xx: waits (50, 100, 200, then 400 ms)
+   * and answers true to try again, while the reviews' deadline leaves room for the wait. A
+   * connection reset, an apiserver behind the Service going away, or API Priority and Fairness
+   * throttling for a moment is ridden out instead of refusing the CREATE at once. A write that
+   * failed so may yet have been stored: trying again reads the Lease first, where this replica's
+   * own entries then stand for the same requests, and writes them again.
+   */
+  private async rideOut(waiters: readonly Waiter[], error: unknown, outages: number): Promise<boolean> {
+    const pauseMs = outagePausesMs[outages - 1]
+    if (!(error instanceof StoreError) || error.kind !== 'unavailable' || pauseMs === undefined || this.remaining(waiters) <= pauseMs) return false
+    await new Promise((resolve) => { setTimeout(resolve, pauseMs) })
+    return true
+  }
+
   private async write(batch: readonly Waiter[]): Promise<void> {
     const { store, ttlMs } = this.options
     let waiting = batch
+    let outages = 0
     for (let attempt = 1; ; attempt++) {
       waiting = kept(waiting, unanswered)
       if (waiting.length === 0) return
@@ -408,6 +427,7 @@ export class SharedReservations {
         try {
           lease = await within(store.get(timeoutMs), timeoutMs)
         } catch (error) {
+          if (await this.rideOut(waiting, error, ++outages)) continue
           this.failed(waiting, error)
           return
         }
@@ -468,6 +488,8 @@ export class SharedReservations {
           continue
         }
         this.options.events?.write?.('error')
+        waiting = admitted
+        if (await this.rideOut(admitted, error, ++outages)) continue
         this.failed(admitted, error)
         return
       }

@@ -4,6 +4,7 @@
 
 import t from 'tap'
 import { formatReservations, maxAnnotationBytes, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
+import { StoreError } from '../../../src/cluster/lease.ts'
 import { MemoryLeaseStore } from '../../support/lease-store.ts'
 import { serviceCIDR } from '../../support/fixtures.ts'
 
@@ -193,11 +194,45 @@ t.test('a write that fails after a successful read drops the cached copy and fai
   const { store, reservations, writes } = rig()
   await reservations.reserve(request('a', ['10.0.0.0/24']), always)
   store.failWith = 'unavailable'
+  const started = Date.now()
   t.match(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'failed', reason: 'unavailable' })
   t.same(writes, ['written', 'error'])
+  t.equal(store.gets, 1 + 4, 'the outage ridden out for four reads, 50, 100, 200 and 400 ms apart')
+  t.ok(Date.now() - started < 1000, 'then refused, within the deadline, with the reason')
   store.failWith = undefined
   t.same(await reservations.reserve(request('c', ['10.0.2.0/24']), always), { outcome: 'recorded' }, 'works again once the apiserver is back')
-  t.equal(store.gets, 2, 'read afresh after the failure')
+  t.equal(store.gets, 1 + 4 + 1, 'read afresh after the failure')
+})
+
+t.test('an outage shorter than the deadline (429/5xx, no answer) is ridden out; other refusals are not retried', async (t) => {
+  const { store, reservations, writes, settled } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  store.failWith = 'unavailable'
+  setTimeout(() => { store.failWith = undefined }, 120)
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'recorded once kube-apiserver answers again')
+  t.same(writes, ['written', 'error', 'written'])
+  t.same(held(store).map((item) => item.name), ['a', 'b'])
+  t.same(settled, ['recorded', 'recorded'])
+  for (const kind of ['forbidden', 'rejected', 'missing'] as const) {
+    store.failWith = kind
+    const gets = store.gets + store.updates
+    t.match(await reservations.reserve(request(`c-${kind}`, ['10.0.2.0/24']), always), { outcome: 'failed', reason: kind }, kind)
+    t.equal(store.gets + store.updates - gets, 1, `${kind}: one call, not tried again`)
+  }
+})
+
+t.test('a write refused as unavailable that was stored after all: written again, the entry kept once', async (t) => {
+  const { store, reservations } = rig()
+  await reservations.reserve(request('a', ['10.0.0.0/24']), always)
+  // The PUT reaches etcd, and its answer is lost (a 503 from a proxy, a reset connection).
+  const update = store.update.bind(store)
+  store.update = async (lease) => {
+    const stored = await update(lease)
+    if (store.updates === 2) throw new StoreError('unavailable', 'injected: the answer was lost')
+    return stored
+  }
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' })
+  t.same(held(store).map((item) => item.name), ['a', 'b'], 'one entry for b')
 })
 
 t.test('deadline: a hung apiserver answers nothing; the review is answered in time, failing closed', async (t) => {
