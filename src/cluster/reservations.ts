@@ -29,6 +29,7 @@
 // (src/policy/reservations.ts); removing the entry from the Lease at that moment would let a replica
 // whose watch lags behind see neither the object nor the entry, and admit an overlapping range.
 
+import { holdsCIDRs } from '../policy/state.ts'
 import type { LeaseObject, LeaseStore, StoreErrorKind } from './lease.ts'
 import { StoreError } from './lease.ts'
 
@@ -296,7 +297,7 @@ export class SharedReservations {
   observe(record: { readonly name: string, readonly cidrs: readonly { readonly text: string }[] }): void {
     if (this.tracked.size === 0) return
     for (const [key, entry] of this.tracked) {
-      if (entry.name === record.name && entry.cidrs.every((cidr) => record.cidrs.some((prefix) => prefix.text === cidr))) this.tracked.delete(key)
+      if (entry.name === record.name && holdsCIDRs(record, entry.cidrs)) this.tracked.delete(key)
     }
   }
 

@@ -2,7 +2,7 @@
 // ServiceCIDRs on top of a cluster view. Pure: the caller reads them from wherever they are shared
 // and passes them in, so `decide` stays a function of its arguments.
 
-import { toServiceCIDRRecord } from './state.ts'
+import { holdsCIDRs, toServiceCIDRRecord } from './state.ts'
 import type { AddressRange, ClusterView, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
 
 /**
@@ -12,11 +12,6 @@ import type { AddressRange, ClusterView, PlacedCIDR, ServiceCIDRRecord } from '.
 export interface ReservedRange {
   readonly name: string
   readonly cidrs: readonly string[]
-}
-
-/** Whether `record` holds every CIDR of `range`. */
-function holds(record: ServiceCIDRRecord | undefined, range: ReservedRange): boolean {
-  return record !== undefined && range.cidrs.every((text) => record.cidrs.some((cidr) => cidr.text === text))
 }
 
 /**
@@ -33,7 +28,9 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
   // Called for every admitted CREATE: nothing is copied unless a reservation is left to add.
   let extra: ServiceCIDRRecord[] | undefined
   for (const range of reservations) {
-    if (view.pendingServiceCIDRHolding(range.name, range.cidrs) !== undefined || holds(view.serviceCIDR(range.name), range)) continue
+    if (view.pendingServiceCIDRHolding(range.name, range.cidrs) !== undefined) continue
+    const shown = view.serviceCIDR(range.name)
+    if (shown !== undefined && holdsCIDRs(shown, range.cidrs)) continue
     const record = toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } })
     if (record !== undefined) (extra ??= []).push(record)
   }
@@ -45,7 +42,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     cidrsOverlapping: (prefix): readonly PlacedCIDR[] => view.cidrsOverlapping(prefix),
     cidrsInOrder: (family): readonly PlacedCIDR[] => view.cidrsInOrder(family),
     pendingServiceCIDRs: () => pending,
-    pendingServiceCIDRHolding: (name: string, cidrs: readonly string[]) => pending.find((record) => record.name === name && holds(record, { name, cidrs })),
+    pendingServiceCIDRHolding: (name: string, cidrs: readonly string[]) => pending.find((record) => record.name === name && holdsCIDRs(record, cidrs)),
     addressesBetween: (family, first, last): AddressRange => view.addressesBetween(family, first, last),
     mislabelledAddresses: () => view.mislabelledAddresses(),
   }

@@ -259,16 +259,24 @@ interface Pending {
   readonly expiresAt: number
 }
 
+/** A ServiceCIDR's CIDRs as written, which is all the checks below read. */
+interface WrittenCIDRs {
+  readonly cidrs: readonly { readonly text: string }[]
+}
+
 /** Whether `record` holds a CIDR written `text`. Loops, not closures: this runs for every admitted CREATE. */
-function holdsText(record: ServiceCIDRRecord, text: string): boolean {
+function holdsText(record: WrittenCIDRs, text: string): boolean {
   for (const prefix of record.cidrs) {
     if (prefix.text === text) return true
   }
   return false
 }
 
-/** Whether `record` holds every one of `cidrs` (as written). */
-function holdsAll(record: ServiceCIDRRecord, cidrs: readonly string[]): boolean {
+/**
+ * Whether `record` holds every one of `cidrs` (as written): a reservation of those CIDRs, is it
+ * shown by the ServiceCIDR, or already pending?
+ */
+export function holdsCIDRs(record: WrittenCIDRs, cidrs: readonly string[]): boolean {
   for (const text of cidrs) {
     if (!holdsText(record, text)) return false
   }
@@ -276,7 +284,7 @@ function holdsAll(record: ServiceCIDRRecord, cidrs: readonly string[]): boolean 
 }
 
 /** Whether `record` holds every CIDR of `other`. */
-function covers(record: ServiceCIDRRecord, other: ServiceCIDRRecord): boolean {
+function covers(record: WrittenCIDRs, other: WrittenCIDRs): boolean {
   for (const prefix of other.cidrs) {
     if (!holdsText(record, prefix.text)) return false
   }
@@ -341,9 +349,9 @@ export class ClusterState implements ClusterView {
   pendingServiceCIDRHolding(name: string, cidrs: readonly string[]): ServiceCIDRRecord | undefined {
     const latest = this.pending.get(name)
     if (latest === undefined) return undefined
-    if (holdsAll(latest.record, cidrs)) return latest.record
+    if (holdsCIDRs(latest.record, cidrs)) return latest.record
     for (const entry of this.beside.get(name) ?? []) {
-      if (holdsAll(entry.record, cidrs)) return entry.record
+      if (holdsCIDRs(entry.record, cidrs)) return entry.record
     }
     return undefined
   }
@@ -464,9 +472,10 @@ export class ClusterState implements ClusterView {
 
   /**
    * Records a CREATE (or an UPDATE adding a family) this process admitted, until the watch shows the
-   * ServiceCIDR with those CIDRs or `expiresAt` passes. One of the same name and CIDRs is replaced (the same request retried); one
-   * of the same name and other CIDRs is kept beside it: either request's object may be the one
-   * kube-apiserver stores, and until the watch shows which, both ranges count.
+   * ServiceCIDR with those CIDRs or `expiresAt` passes. One of the same name and CIDRs is replaced
+   * (the same request retried); one of the same name and other CIDRs is kept beside it: either
+   * request's object may be the one kube-apiserver stores, and until the watch shows which, both
+   * ranges count.
    */
   reserve(record: ServiceCIDRRecord, expiresAt: number): void {
     const latest = this.pending.get(record.name)
