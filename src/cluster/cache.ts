@@ -135,12 +135,16 @@ export class ClusterCache {
   }
 
   get syncState(): SyncState {
+    return this.stateWithin(this.options.staleAfterMs ?? 30_000)
+  }
+
+  /** The state, counting the view Stale once a watch has been down for longer than `staleAfterMs`. */
+  private stateWithin(staleAfterMs: number): SyncState {
     if (this.stopped()) return 'Stopped'
     if (this.reflectors.length === 0) return 'Discovering'
     if (!this.reflectors.every((reflector) => reflector.synced)) return 'Syncing'
     const now = this.now()
-    const staleAfter = this.options.staleAfterMs ?? 30_000
-    return this.reflectors.some((reflector) => reflector.staleFor(now) > staleAfter) ? 'Stale' : 'Synced'
+    return this.reflectors.some((reflector) => reflector.staleFor(now) > staleAfterMs) ? 'Stale' : 'Synced'
   }
 
   /** Why the view is not current, if a request failed: discovery's error, else a list's or a watch's. */
@@ -154,11 +158,8 @@ export class ClusterCache {
 
   /** Synced, and no watch down for longer than a review may trust the view (reviewStaleAfterMs). */
   private get reviewable(): boolean {
-    if (!this.synced) return false
-    const limit = this.options.reviewStaleAfterMs
-    if (limit === undefined) return true
-    const now = this.now()
-    return this.reflectors.every((reflector) => reflector.staleFor(now) <= limit)
+    const staleAfterMs = this.options.staleAfterMs ?? 30_000
+    return this.stateWithin(Math.min(staleAfterMs, this.options.reviewStaleAfterMs ?? staleAfterMs)) === 'Synced'
   }
 
   /** The view decisions read; undefined while it cannot be trusted, so rules fail closed. */
