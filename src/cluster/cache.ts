@@ -15,15 +15,16 @@ export interface ClusterCacheOptions {
   readonly reservationMs?: number
   /** Called with each ServiceCIDR the list or the watch shows (the shared reservations end theirs). */
   readonly onServiceCIDR?: (record: ServiceCIDRRecord) => void
-  /** How long the view may go without an open watch before the replica is Stale (not ready). */
+  /** How long the view may go without being shown current (Reflector.staleFor) before the replica is Stale (not ready). */
   readonly staleAfterMs?: number
   /**
-   * How long the view may go without an open watch before reviews stop trusting it, though the
+   * How long the view may go without being shown current before reviews stop trusting it, though the
    * replica is still Synced (reviewStaleAfterMs in src/server/serve.ts); at most staleAfterMs.
    */
   readonly reviewStaleAfterMs?: number
   /** How long current() waits for a view that is not current (default 1000 ms; see current()). */
   readonly currentWaitMs?: number
+  /** Each watch's timeoutSeconds (default: watchSecondsWithin the time reviews trust a view). */
   readonly watchSeconds?: number
   /**
    * How long one API discovery attempt may take before it is given up and tried again (default
@@ -31,6 +32,16 @@ export interface ClusterCacheOptions {
    * apiserver that is gone, and the replica would stay unready all that time.
    */
   readonly discoveryTimeoutMs?: number
+}
+
+/**
+ * The timeoutSeconds of each watch, so that a quiet view is shown current more often than reviews
+ * stop trusting it: kube-apiserver ends each watch at its timeout (after a bookmark 2 s before it,
+ * from its watch cache), and the next begins. One second less than `reviewStaleAfterMs`, between 1
+ * and 25 s: 4 s with serve's defaults, a watch request every 4 s for each of the two resources.
+ */
+export function watchSecondsWithin(reviewStaleAfterMs: number): number {
+  return Math.min(25, Math.max(1, Math.ceil(reviewStaleAfterMs / 1000) - 1))
 }
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
@@ -120,7 +131,7 @@ export class ClusterCache {
       kubeConfig,
       log,
       now: this.now,
-      ...(this.options.watchSeconds === undefined ? {} : { watchSeconds: this.options.watchSeconds }),
+      watchSeconds: this.options.watchSeconds ?? watchSecondsWithin(this.reviewStaleAfterMs),
     }
     this.reflectors = [
       new Reflector({ ...common, resource: { group, version, plural: 'servicecidrs' }, sink: serviceCIDRSink(this.state, this.options.onServiceCIDR ?? (() => undefined)) }),
@@ -138,7 +149,7 @@ export class ClusterCache {
     return this.stateWithin(this.options.staleAfterMs ?? 30_000)
   }
 
-  /** The state, counting the view Stale once a watch has been down for longer than `staleAfterMs`. */
+  /** The state, counting the view Stale once a reflector has not shown it current for longer than `staleAfterMs`. */
   private stateWithin(staleAfterMs: number): SyncState {
     if (this.stopped()) return 'Stopped'
     if (this.reflectors.length === 0) return 'Discovering'
@@ -156,10 +167,15 @@ export class ClusterCache {
     return this.syncState === 'Synced'
   }
 
-  /** Synced, and no watch down for longer than a review may trust the view (reviewStaleAfterMs). */
-  private get reviewable(): boolean {
+  /** How long a review may trust the view without its being shown current (reviewStaleAfterMs, at most staleAfterMs). */
+  private get reviewStaleAfterMs(): number {
     const staleAfterMs = this.options.staleAfterMs ?? 30_000
-    return this.stateWithin(Math.min(staleAfterMs, this.options.reviewStaleAfterMs ?? staleAfterMs)) === 'Synced'
+    return Math.min(staleAfterMs, this.options.reviewStaleAfterMs ?? staleAfterMs)
+  }
+
+  /** Synced, and every watch shown current within the time a review may trust the view. */
+  private get reviewable(): boolean {
+    return this.stateWithin(this.reviewStaleAfterMs) === 'Synced'
   }
 
   /** The view decisions read; undefined while it cannot be trusted, so rules fail closed. */

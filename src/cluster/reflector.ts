@@ -30,7 +30,11 @@ export interface ReflectorOptions<R> {
   readonly sink: ReflectorSink<R>
   readonly log: Log
   readonly now: () => number
-  /** The server ends each watch after this long, so idle watches end cleanly, not by timeout. */
+  /**
+   * The server ends each watch after this long (timeoutSeconds), so that a quiet view is shown to be
+   * current at least this often (see staleFor); a watch not ended within watchGraceMs after that is
+   * taken for a dead connection and given up. Default 4.
+   */
   readonly watchSeconds?: number
   readonly backoff?: { readonly initialMs: number, readonly maxMs: number }
 }
@@ -40,7 +44,22 @@ interface WatchEvent {
   object?: ObjectLike & { metadata?: { resourceVersion?: string }, code?: number, reason?: string, message?: string }
 }
 
-class GoneError extends Error {}
+/**
+ * How a watch failed: the HTTP status it was refused with, or the code of the ERROR event that
+ * ended it (`event`); no status when there was no answer.
+ */
+class WatchError extends Error {
+  readonly status: number | undefined
+  readonly event: boolean
+
+  constructor(message: string, status: number | undefined, event: boolean, cause?: unknown) {
+    super(message, { cause })
+    this.status = status
+    this.event = event
+  }
+}
+
+class GoneError extends WatchError {}
 
 /**
  * A watch ended by an ERROR event, or refused with a status, other than 410 (too old) and 429 (too
@@ -53,7 +72,7 @@ class GoneError extends Error {}
  * MaxInternalErrorRetryDuration, zero by default) and otherwise returns from ListAndWatch, which
  * runs again, listing first, after its back-off (k8s.io/client-go/tools/cache/reflector.go).
  */
-class RelistError extends Error {}
+class RelistError extends WatchError {}
 
 /**
  * A watch that ended within shortWatchMs with no event, not even a bookmark: client-go's
@@ -65,6 +84,17 @@ class RelistError extends Error {}
 class ShortWatchError extends Error {}
 
 const shortWatchMs = 1000
+
+/**
+ * How long after its timeoutSeconds a watch may still be open before it is taken for a dead
+ * connection (a half-open TCP connection: the apiserver or the path to it gone without a FIN or a
+ * reset) and aborted. client-node's Watch would wait for 30 s of silence; meanwhile no event can
+ * arrive, and the view would lag the cluster by that much.
+ */
+const watchGraceMs = 2000
+
+/** A watch still open watchGraceMs past its timeoutSeconds: see watchGraceMs. */
+class OverdueWatchError extends Error {}
 
 /** The HTTP status client-node's Watch gives a refused request; undefined when there was no answer. */
 function statusOf(error: unknown): number | undefined {
@@ -79,9 +109,9 @@ function statusOf(error: unknown): number | undefined {
  * Reflector.watch decides the same for a refused request (isWatchErrorRetriable: only a refused
  * connection and a 429 are watched again) and for an ERROR event (see RelistError).
  */
-function watchError(status: number | undefined, message: string, cause?: unknown): Error {
-  if (status === undefined || status === 429) return new Error(message, { cause })
-  return status === 410 ? new GoneError(message, { cause }) : new RelistError(message, { cause })
+function watchError(status: number | undefined, event: boolean, message: string, cause?: unknown): WatchError {
+  if (status === undefined || status === 429) return new WatchError(message, status, event, cause)
+  return status === 410 ? new GoneError(message, status, event, cause) : new RelistError(message, status, event, cause)
 }
 
 /**
@@ -93,6 +123,19 @@ const shortWatchMaxWaitMs = 1000
 
 /** wake() ends a back-off at most this often. */
 const wakeEveryMs = 250
+
+/**
+ * Whether a review may end the back-off after `error` (wake()): after no answer, or a list or watch
+ * refused with 429 or 5xx, an outage that a review's arrival shows may be over. Not after a refusal
+ * that a review says nothing about (403, 404), nor after a watch ended by an ERROR event (a 500 of
+ * its etcd watch, a 410): against those, a list every 250 ms, as often as reviews may wake it, would
+ * be a loop of lists of every object.
+ */
+function wakeable(error: unknown): boolean {
+  if (error instanceof WatchError && error.event) return false
+  const status = (error as { status?: unknown }).status
+  return typeof status !== 'number' || status === 429 || status >= 500
+}
 
 /** A wait that doubles at each failure, up to a maximum, and starts over at reset(). */
 export class Backoff {
@@ -124,8 +167,9 @@ export const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 
 export class Reflector<R> {
   private readonly options: ReflectorOptions<R>
+  private readonly watchSeconds: number
   private readonly stopping = new AbortController()
-  /** Aborted by wake(): ends the retry back-off under way. */
+  /** Aborted by wake(): ends the retry back-off under way, if wakeable(). */
   private waking = new AbortController()
   /** When wake() last ended a back-off, by `now`. */
   private wokenAt = Number.NEGATIVE_INFINITY
@@ -134,7 +178,8 @@ export class Reflector<R> {
   private resourceVersion = ''
   private listed = false
   private watching = false
-  private disconnectedAt: number
+  /** When the view was last shown to be current: see staleFor. */
+  private heardAt: number
   /** Completed lists; a re-list after the first means a watch could not continue. */
   lists = 0
   /** Why the last list or watch failed, until a list completes or a watch opens. */
@@ -142,7 +187,8 @@ export class Reflector<R> {
 
   constructor(options: ReflectorOptions<R>) {
     this.options = options
-    this.disconnectedAt = options.now()
+    this.watchSeconds = options.watchSeconds ?? 4
+    this.heardAt = options.now()
   }
 
   /** The first list has completed: the sink holds a full view (client-go's HasSynced). */
@@ -150,12 +196,22 @@ export class Reflector<R> {
     return this.listed
   }
 
+  /** A watch is open (its response has begun and not ended). */
+  get isWatching(): boolean {
+    return this.watching
+  }
+
   /**
-   * Milliseconds since the view was last known current (0 while a watch is open): since the last
-   * list, or the end of the last watch that was not very short.
+   * Milliseconds since the view was last shown to be current: by a list, by a watch's response
+   * beginning, by an event (a bookmark too), or by kube-apiserver ending a watch at its
+   * timeoutSeconds. An open watch is no proof by itself: one whose connection is dead (half-open)
+   * looks the same as a quiet one until its timeout has passed, so a quiet view ages up to
+   * watchSeconds between two watches (kube-apiserver's watch cache also sends a bookmark 2 s
+   * before a watch's timeout), and one whose watch is dead ages on. A watch that ends very short,
+   * or with an error before any event, takes back what its beginning showed.
    */
   staleFor(now: number): number {
-    return this.watching ? 0 : now - this.disconnectedAt
+    return now - this.heardAt
   }
 
   private isStopped(): boolean {
@@ -167,11 +223,11 @@ export class Reflector<R> {
   }
 
   /**
-   * Retries at once if the reflector is waiting out a back-off after a failed list or watch: the
-   * caller has seen the API server answer again. Without it, after a long outage the back-off (up
-   * to its maximum, 30 s) outlasts the outage itself. No effect while a watch is open, and at most
-   * once every wakeEveryMs: reviews call it, and against an apiserver that answers reviews yet
-   * refuses the LIST (RBAC), one LIST a review would be a flood of them.
+   * Retries at once if the reflector is waiting out a back-off after a list or watch failed for
+   * an outage (see wakeable): the caller has seen the API server answer again. Without it, after
+   * a long outage the back-off (up to its maximum, 30 s) outlasts the outage itself. No effect
+   * while a watch is open, and at most once every wakeEveryMs: reviews call it, and against an
+   * apiserver that answers reviews yet not the LIST, one LIST a review would be a flood of them.
    */
   wake(): void {
     if (this.watching) return
@@ -190,12 +246,21 @@ export class Reflector<R> {
   private async run(): Promise<void> {
     const { log, resource } = this.options
     const { initialMs, maxMs } = this.options.backoff ?? { initialMs: 250, maxMs: 30_000 }
+    // Failures to list or watch (no answer, a refusal): starts over once a list completes.
     const outage = new Backoff(initialMs, maxMs)
+    // Lists a failed watch calls for (410, an ERROR event, a refusal with a status): starts over
+    // only once a watch has worked, not at the list, so that a watch that fails every time (RBAC
+    // that grants list but not watch, an etcd watch failing, 410 at once) is a list every 30 s at
+    // most, not a loop of lists of every object. client-go's Reflector.Run likewise waits its
+    // back-off (800 ms to 30 s) before every ListAndWatch after the first, and starts it over
+    // only after 2 minutes without a failure (k8s.io/client-go/tools/cache/reflector.go).
+    const relists = new Backoff(initialMs, maxMs)
     // Very short watches back off on their own, to at most shortWatchMaxWaitMs: the apiserver
     // answered, so they are no outage, and they do not lengthen the back-off of one that follows.
     const shortWatches = new Backoff(initialMs, shortWatchMaxWaitMs)
-    const reset = (): void => {
+    const worked = (): void => {
       outage.reset()
+      relists.reset()
       shortWatches.reset()
     }
     let needList = true
@@ -206,23 +271,28 @@ export class Reflector<R> {
           needList = false
           // A list that completes ends an outage: the delay grown during it is not carried into
           // the first watch after it, which would otherwise wait seconds while decisions go on.
-          reset()
+          outage.reset()
+          shortWatches.reset()
         }
-        const events = await this.watch()
-        if (events > 0) reset()
+        await this.watch(worked)
       } catch (error) {
         if (this.isStopped()) break
+        let backoff = error instanceof ShortWatchError ? shortWatches : outage
         if (error instanceof GoneError) {
-          log.info({ resource: resource.plural }, 'watch resourceVersion too old; listing again')
+          log.info({ resource: resource.plural, retryInMs: relists.ms }, 'watch resourceVersion too old; listing again')
           needList = true
-          continue
+          backoff = relists
+        } else {
+          this.lastError = error instanceof Error ? error.message : String(error)
+          if (error instanceof RelistError) {
+            needList = true
+            backoff = relists
+          }
+          log.warn({ resource: resource.plural, err: error, retryInMs: backoff.ms }, 'list/watch failed; retrying')
         }
-        this.lastError = error instanceof Error ? error.message : String(error)
-        if (error instanceof RelistError) needList = true
-        const backoff = error instanceof ShortWatchError ? shortWatches : outage
-        log.warn({ resource: resource.plural, err: error, retryInMs: backoff.ms }, 'list/watch failed; retrying')
         this.waking = new AbortController()
-        await sleep(backoff.ms, AbortSignal.any([this.stopping.signal, this.waking.signal]))
+        const woken = wakeable(error) ? [this.waking.signal] : []
+        await sleep(backoff.ms, AbortSignal.any([this.stopping.signal, ...woken]))
         backoff.grow()
       }
     }
@@ -240,7 +310,7 @@ export class Reflector<R> {
       }
     }, undefined, this.stopping.signal)
     sink.replace(records)
-    if (!this.watching) this.disconnectedAt = this.options.now()
+    this.heardAt = this.options.now()
     this.listed = true
     this.lastError = undefined
     this.lists++
@@ -248,31 +318,54 @@ export class Reflector<R> {
   }
 
   /**
-   * One watch, until it ends. Resolves with the number of events seen; rejects on error, on 410, and
-   * when it was very short (ShortWatchError).
+   * One watch, until it ends. Resolves with the number of events seen; rejects on error, on 410, when
+   * it was very short (ShortWatchError), and when it is not over watchGraceMs after its
+   * timeoutSeconds (OverdueWatchError). `worked` is called at its first event, and when it ends
+   * at its timeout.
    */
-  private watch(): Promise<number> {
+  private watch(worked: () => void): Promise<number> {
     const { kubeConfig, resource, sink, log, now } = this.options
     const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
     const started = now()
+    const heardBefore = this.heardAt
+    this.watchAbort = undefined
     let events = 0
+    let settled = false
     // stop() ends the wait at once, also before the response has begun: client-node's Watch hands
     // out its abort only with the response headers, and waits 30 s for them.
     let stopped = (): void => undefined
+    let overdue: NodeJS.Timeout | undefined
     const watched = new Promise<number>((resolve, reject) => {
-      stopped = () => { resolve(events) }
       let failure: Error | undefined
+      const end = (result: Error | number): void => {
+        if (settled) return
+        settled = true
+        clearTimeout(overdue)
+        if (typeof result === 'number') resolve(result)
+        else reject(result)
+      }
+      stopped = () => { end(events) }
+      overdue = setTimeout(() => {
+        failure = new OverdueWatchError(`watching ${resource.plural}: still open ${String(watchGraceMs / 1000)} s after its timeout of ${String(this.watchSeconds)} s; taken for a dead connection`)
+        // Aborted, if its response has begun (onDone then rejects with the failure); if not,
+        // client-node's request is left to its own timeout, and a new watch starts now.
+        if (this.watchAbort === undefined || this.watchAbort.signal.aborted) {
+          this.watching = false
+          end(failure)
+        } else this.watchAbort.abort()
+      }, this.watchSeconds * 1000 + watchGraceMs)
       const onEvent = (type: string, object: WatchEvent['object']): void => {
-        if (object === undefined) return
+        if (object === undefined || settled) return
         if (type === 'ERROR') {
           // An event without a code is a Status with code 0, as client-go's apierrors.FromObject reads it.
-          failure = watchError(object.code ?? 0, `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
+          failure = watchError(object.code ?? 0, true, `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
           this.watchAbort?.abort()
           return
         }
         const version = object.metadata?.resourceVersion
         if (version) this.resourceVersion = version
-        events++
+        if (events++ === 0) worked()
+        this.heardAt = now()
         if (type === 'ADDED' || type === 'MODIFIED') {
           const record = sink.project(object)
           if (record !== undefined) sink.upsert(record)
@@ -280,36 +373,46 @@ export class Reflector<R> {
         else if (type === 'DELETED') sink.remove(object)
       }
       const onDone = (error: unknown): void => {
+        if (settled) return
         const lasted = now() - started
         const short = events === 0 && lasted < shortWatchMs && !this.stopping.signal.aborted
-        // The view was last known current when a watch that showed something ended, not a short one.
-        if (this.watching && !short) this.disconnectedAt = now()
         this.watching = false
-        if (failure) reject(failure)
+        const ended = !failure && !error && !short
+        // Ended by kube-apiserver at its timeout: the view was current until now. Ended very short,
+        // or by a failure before any event: its beginning proved nothing.
+        if (ended) this.heardAt = now()
+        else if (events === 0) this.heardAt = heardBefore
+        if (failure) end(failure)
         else if (error && !this.stopping.signal.aborted) {
           const status = statusOf(error)
-          reject(watchError(status, `watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}${status === undefined ? '' : ` (HTTP ${String(status)})`}`, error))
+          end(watchError(status, false, `watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}${status === undefined ? '' : ` (HTTP ${String(status)})`}`, error))
         }
-        else if (short) reject(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
+        else if (short) end(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')
-          resolve(events)
+          if (ended) worked()
+          end(events)
         }
       }
       new Watch(kubeConfig)
         .watch(path, {
           resourceVersion: this.resourceVersion,
           allowWatchBookmarks: true,
-          timeoutSeconds: this.options.watchSeconds ?? 25,
+          timeoutSeconds: this.watchSeconds,
         }, onEvent, onDone)
         .then((abort) => {
+          if (settled) {
+            abort.abort()
+            return
+          }
           this.watchAbort = abort
           if (!abort.signal.aborted) {
             this.watching = true
+            this.heardAt = now()
             this.lastError = undefined
           }
           if (this.stopping.signal.aborted) abort.abort()
-        }, reject)
+        }, (error: unknown) => { end(error instanceof Error ? error : new Error(String(error))) })
     })
     if (this.stopping.signal.aborted) stopped()
     this.stopping.signal.addEventListener('abort', stopped, { once: true })

@@ -1,10 +1,11 @@
 // A stand-in for kube-apiserver over plain HTTP on loopback: each request is answered by `answer`
-// (status and JSON body), left open after its headers ('open', a watch with no events), or left
-// hanging when it returns undefined. Enough for discovery, paged LISTs, watches and a kubeconfig
+// (status and JSON body), left open after its headers ('open', a watch with no events), answered
+// by a function given the response (a watch that sends events over time), or left hanging when it
+// returns undefined. Enough for discovery, paged LISTs, watches and a kubeconfig
 // that points at it.
 
 import { KubeConfig } from '@kubernetes/client-node'
-import { createServer, type IncomingMessage, type Server } from 'node:http'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
 export interface StandIn {
@@ -14,12 +15,16 @@ export interface StandIn {
   close(): Promise<void>
 }
 
-export async function standIn(answer: (request: IncomingMessage) => { status: number, body: unknown } | 'open' | undefined): Promise<StandIn> {
+export async function standIn(answer: (request: IncomingMessage) => { status: number, body: unknown } | 'open' | ((response: ServerResponse) => void) | undefined): Promise<StandIn> {
   const requests: string[] = []
   const server: Server = createServer((request, response) => {
     requests.push(request.url ?? '')
     const reply = answer(request)
     if (reply === undefined) return
+    if (typeof reply === 'function') {
+      reply(response)
+      return
+    }
     if (reply === 'open') {
       response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
       return

@@ -3,7 +3,7 @@
 
 import t from 'tap'
 import { setTimeout as delay } from 'node:timers/promises'
-import { ClusterCache } from '../../../src/cluster/cache.ts'
+import { ClusterCache, watchSecondsWithin } from '../../../src/cluster/cache.ts'
 import { standIn } from '../../support/apiserver.ts'
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined }
@@ -174,4 +174,28 @@ t.test('a view without an open watch for longer than reviewStaleAfterMs is not r
   await cache.current()
   t.not(cache.view(), undefined, `reviewed from again once the watch is open (${String(Date.now() - waited)} ms)`)
   t.ok(Date.now() - waited < 1500, 'the review woke the watch out of its back-off')
+})
+
+// A watch whose connection died without a FIN or a reset is open, and silent, as a quiet one is:
+// reviews must not trust the view for as long as it stays open (client-node's 30 s of silence).
+t.test('open watches that say nothing: not reviewed from once the view is older than reviewStaleAfterMs', async (t) => {
+  const apiserver = await standIn((request) => discovery(request.url) ?? emptyList(request.url))
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs: 100 })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => cache.syncState === 'Synced')
+  t.not(cache.view(), undefined, 'just listed: reviewed from')
+  await delay(400)
+  t.equal(cache.syncState, 'Synced', 'still Synced: ready, within staleAfterMs')
+  t.equal(cache.view(), undefined, 'both watches open, silent for 400 ms: not reviewed from')
+})
+
+t.test('watchSecondsWithin: each watch ends before reviews stop trusting a quiet view', (t) => {
+  t.equal(watchSecondsWithin(5000), 4, "serve's defaults: 4 s against 5 s")
+  t.equal(watchSecondsWithin(4500), 4)
+  t.equal(watchSecondsWithin(2000), 1)
+  t.equal(watchSecondsWithin(0), 1, 'at least 1 s')
+  t.equal(watchSecondsWithin(30_000), 25, 'at most 25 s')
+  t.end()
 })

@@ -1,8 +1,11 @@
-// The Reflector against a stand-in for kube-apiserver: how it waits between requests. A watch closed
-// at once with no event is no reason for a loop of requests (client-go's "very short watch"), and
-// the back-off grown during an outage ends with the first list after it.
+// The Reflector against a stand-in for kube-apiserver: how it waits between requests, and when the
+// view counts as current. A watch closed at once with no event is no reason for a loop of requests
+// (client-go's "very short watch"); the back-off grown during an outage ends with the first list
+// after it, but a watch that fails after every list is no reason for a loop of lists; and a watch
+// that is open but says nothing past its timeout is no proof that the view is current.
 
 import t, { type Test } from 'tap'
+import type { ServerResponse } from 'node:http'
 import { setTimeout as delay } from 'node:timers/promises'
 import { Reflector } from '../../../src/cluster/reflector.ts'
 import { standIn } from '../../support/apiserver.ts'
@@ -23,7 +26,7 @@ async function until(condition: () => boolean): Promise<void> {
  * A stand-in whose answers come from `answer(kind, n)`: the n-th list or watch, from 1; 'reset'
  * closes the connection unanswered (kube-apiserver going down). Each request's time is kept.
  */
-async function apiserver(answer: (kind: 'list' | 'watch', n: number) => { status: number, body: unknown } | 'open' | 'reset') {
+async function apiserver(answer: (kind: 'list' | 'watch', n: number) => { status: number, body: unknown } | 'open' | 'reset' | ((response: ServerResponse) => void)) {
   const counts = { list: 0, watch: 0 }
   const times: { kind: 'list' | 'watch', at: number }[] = []
   const server = await standIn((request) => {
@@ -81,10 +84,9 @@ t.test('the first list after an outage ends its back-off', async (t) => {
 })
 
 // Reviews wake a reflector out of its back-off (ClusterCache.view and current): against an apiserver
-// that answers reviews yet refuses the LIST (RBAC), one LIST a review would be a flood of LISTs.
+// that answers reviews yet not the LIST, one LIST a review would be a flood of LISTs.
 t.test('wake() ends a back-off at most every 250 ms, however often it is called', async (t) => {
-  const forbidden = { status: 403, body: { kind: 'Status', code: 403, message: 'servicecidrs.networking.k8s.io is forbidden' } }
-  const { server, counts } = await apiserver(() => forbidden)
+  const { server, counts } = await apiserver(() => unavailable)
   t.teardown(() => server.close())
   const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now })
   t.teardown(() => reflector.stop())
@@ -95,6 +97,21 @@ t.test('wake() ends a back-off at most every 250 ms, however often it is called'
   // Every 250 ms at most: 9 in 2 s, with the first; without the bound, one every few ms.
   t.ok(counts.list <= 10, `${String(counts.list)} LISTs in 2 s, waking every 5 ms`)
   t.ok(counts.list >= 5, `${String(counts.list)} LISTs in 2 s: woken, not waiting out the back-off (250 ms doubling)`)
+})
+
+// A review's arrival shows that kube-apiserver answers, not that RBAC now grants the LIST.
+t.test('wake() does not end the back-off after a refusal a review says nothing about (403)', async (t) => {
+  const forbidden = { status: 403, body: { kind: 'Status', code: 403, message: 'servicecidrs.networking.k8s.io is forbidden' } }
+  const { server, counts } = await apiserver(() => forbidden)
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  const waking = setInterval(() => { reflector.wake() }, 5)
+  await delay(2000)
+  clearInterval(waking)
+  // 0, 250, 750, 1750 ms: the back-off alone.
+  t.ok(counts.list <= 4, `${String(counts.list)} LISTs in 2 s, waking every 5 ms: the back-off, 250 ms doubling`)
 })
 
 /**
@@ -112,7 +129,7 @@ async function refusedFromFirstVersion(t: Test, refusal: { status: number, body:
   reflector.start()
   await delay(1000)
   t.equal(lists, 2, `${what}: listed again`)
-  t.equal(reflector.staleFor(Date.now()), 0, `${what}: a watch from the new resourceVersion is open`)
+  t.ok(reflector.isWatching, `${what}: a watch from the new resourceVersion is open`)
   await reflector.stop()
   await server.close()
 }
@@ -144,4 +161,83 @@ t.test('a watch request refused with a status is answered with a list; an unansw
   again.start()
   await until(() => unanswered.counts.watch >= 3)
   t.equal(unanswered.counts.list, 1, 'a connection closed unanswered: watched again, not listed')
+})
+
+/** A list that completes, then watches that fail with `failure` after every list. */
+async function failingAfterEveryList(t: Test, failure: { status: number, body: unknown }, what: string, most: number): Promise<void> {
+  const { server, counts } = await apiserver((kind) => (kind === 'list' ? emptyList : failure))
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 50, maxMs: 30_000 } })
+  reflector.start()
+  const waking = setInterval(() => { reflector.wake() }, 5)
+  await delay(2000)
+  clearInterval(waking)
+  await reflector.stop()
+  await server.close()
+  // 0, 50, 150, 350, 750, 1550 ms: the back-off grows from one list to the next (with it started
+  // over at every list, one list every 50 ms; after a 410, one every few ms).
+  t.ok(counts.list <= most, `${what}: ${String(counts.list)} LISTs in 2 s, reviews waking it every 5 ms`)
+  t.ok(counts.list >= 3, `${what}: ${String(counts.list)} LISTs in 2 s: listed again`)
+}
+
+t.test('a watch that fails after every list: the lists back off, and reviews do not wake them', async (t) => {
+  const event = (code: number, reason: string) => ({ status: 200, body: { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: `injected ${reason}` } } })
+  await failingAfterEveryList(t, { status: 403, body: { kind: 'Status', code: 403, message: 'servicecidrs.networking.k8s.io is forbidden: cannot watch' } }, 'a watch refused with 403 (RBAC grants list, not watch)', 7)
+  await failingAfterEveryList(t, event(500, 'InternalError'), 'a watch ended by an ERROR event 500 (etcd watch failing)', 7)
+  await failingAfterEveryList(t, event(410, 'Expired'), 'a watch ended by an ERROR event 410 at once', 7)
+})
+
+/** A watch that sends `events` over time, then ends as kube-apiserver does at its timeoutSeconds (`endMs`), unless undefined. */
+function streaming(events: { afterMs: number, event: unknown }[], endMs: number | undefined): (response: ServerResponse) => void {
+  return (response) => {
+    response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
+    const timers = events.map(({ afterMs, event }) => setTimeout(() => { response.write(`${JSON.stringify(event)}\n`) }, afterMs))
+    if (endMs !== undefined) timers.push(setTimeout(() => { response.end() }, endMs))
+    response.on('close', () => { for (const timer of timers) clearTimeout(timer) })
+  }
+}
+
+const bookmark = (version: string) => ({ type: 'BOOKMARK', object: { kind: 'ServiceCIDR', apiVersion: 'networking.k8s.io/v1', metadata: { resourceVersion: version } } })
+
+// A watch whose connection is dead without a FIN or a reset (the apiserver's node gone, a network
+// partition) looks like a quiet one. Counted current while open, the view lagged the cluster for
+// client-node's 30 s of silence and 5 s more: reviews admitted ranges overlapping ServiceCIDRs
+// stored meanwhile (their reservations expired after 10 s).
+t.test('a watch that says nothing past its timeout: the view ages from its last word, and the watch is given up', async (t) => {
+  const { server, counts } = await apiserver((kind) => (kind === 'list' ? emptyList : 'open'))
+  t.teardown(() => server.close())
+  const warnings: string[] = []
+  const log = { ...silent, warn: (object: { err?: Error }) => { warnings.push(object.err?.message ?? '') } }
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log, now: Date.now, watchSeconds: 1 })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  await until(() => reflector.isWatching)
+  const openedAt = Date.now()
+  await delay(1500)
+  t.ok(reflector.isWatching, 'the first watch is still open')
+  t.ok(reflector.staleFor(Date.now()) >= Date.now() - openedAt - 50, `the view is ${String(reflector.staleFor(Date.now()))} ms old: an open watch is no proof`)
+  await until(() => counts.watch >= 2)
+  const givenUp = Date.now() - openedAt
+  t.ok(givenUp >= 2900 && givenUp < 4000, `given up ${String(givenUp)} ms after it opened: its timeout of 1 s and 2 s more, not client-node's 30 s`)
+  t.equal(counts.list, 1, 'watched again from where it was, not listed')
+  t.same(warnings, ['watching servicecidrs: still open 2 s after its timeout of 1 s; taken for a dead connection'])
+})
+
+t.test('a quiet view is shown current by each watch kube-apiserver ends at its timeout, and by bookmarks', async (t) => {
+  // Each watch: a bookmark after 300 ms, the end at 1 s (watchSeconds), as the watch cache does it.
+  const { server, counts } = await apiserver((kind, n) => (kind === 'list' ? emptyList : streaming([{ afterMs: 300, event: bookmark(String(5 + n)) }], 1000)))
+  t.teardown(() => server.close())
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, watchSeconds: 1 })
+  t.teardown(() => reflector.stop())
+  reflector.start()
+  await until(() => reflector.isWatching)
+  let oldest = 0
+  const deadline = Date.now() + 3500
+  while (Date.now() < deadline) {
+    oldest = Math.max(oldest, reflector.staleFor(Date.now()))
+    await delay(20)
+  }
+  t.ok(oldest < 900, `the view was at most ${String(oldest)} ms old over 3.5 s`)
+  t.ok(counts.watch >= 3, `${String(counts.watch)} watches, each ended at its timeout`)
+  t.equal(counts.list, 1, 'not listed again')
+  t.equal(reflector.lastError, undefined)
 })
