@@ -1,5 +1,5 @@
 import { orphanedAddresses } from '../coverage.ts'
-import type { IPAddressRecord } from '../types.ts'
+import type { IPAddressRecord, Policy } from '../types.ts'
 import type { DeleteRule } from './rule.ts'
 
 /** Who holds an address, for messages: "Service default/web (10.96.0.10)". */
@@ -9,6 +9,26 @@ export function holder(address: IPAddressRecord): string {
   const kind = parent.resource === 'services' && parent.group === '' ? 'Service' : `${parent.resource}${parent.group ? `.${parent.group}` : ''}`
   const namespaced = parent.namespace ? `${parent.namespace}/${parent.name}` : parent.name
   return `${kind} ${namespaced} (${address.name})`
+}
+
+const deleteServices = 'delete those Services (and re-create them once the range is gone)'
+
+/**
+ * What moves the addresses off `ranges` (the target's CIDRs that hold them), as far as the policy
+ * admits it. Another ServiceCIDR covers an address only if its prefix overlaps the target's and is
+ * no longer (ContainsAddress and ContainsPrefix, pkg/api/servicecidr/servicecidr.go, v1.34.4), so
+ * it overlaps the target: under Deny no such CREATE is admitted, and under AllowExpansion only one
+ * that strictly contains the target's range.
+ */
+function remedy(overlap: Policy['overlap'], ranges: string): string {
+  switch (overlap) {
+    case 'Allow':
+      return `${deleteServices}, or create a ServiceCIDR that covers ${ranges}`
+    case 'AllowExpansion':
+      return `${deleteServices}, or create a ServiceCIDR that strictly contains ${ranges} (a shorter prefix: the policy admits an overlap only as such an expansion)`
+    case 'Deny':
+      return "delete those Services and re-create them once the range is gone (no ServiceCIDR can cover them instead: it would overlap this one, which the policy's overlap: Deny refuses)"
+  }
 }
 
 /**
@@ -24,13 +44,12 @@ export const inUse: DeleteRule = {
     if (count === 0) return []
     const listed = sample.map(holder).join(', ')
     const more = count > sample.length ? ` and ${count - sample.length} more` : ''
-    const ranges = blocked.map((prefix) => prefix.text).join(' and ')
     return [{
       rule: 'InUse',
       field: 'metadata.name',
       message:
         `ServiceCIDR "${target.name}" still has ${count} allocated address${count === 1 ? '' : 'es'} that no other ServiceCIDR covers: ${listed}${more}. ` +
-        `Move them off it first: delete those Services (and re-create them once the range is gone), or create a ServiceCIDR that covers ${ranges}; then delete again. ` +
+        `Move them off it first: ${remedy(policy.overlap, blocked.map((prefix) => prefix.text).join(' and '))}; then delete again. ` +
         'Until then Kubernetes would keep the ServiceCIDR Terminating',
     }]
   },

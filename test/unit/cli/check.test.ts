@@ -128,8 +128,9 @@ t.test('--delete: a ServiceCIDR still holding addresses is denied, a free one ad
   t.equal(stdout, [
     'DENIED DELETE ServiceCIDR "extra-a" 34.118.228.0/24 (--delete)',
     '  - InUse: ServiceCIDR "extra-a" still has 2 allocated addresses that no other ServiceCIDR covers: Service shop/cart (34.118.228.10), ' +
-      'Service shop/checkout (34.118.228.11). Move them off it first: delete those Services (and re-create them once the range is gone), ' +
-      'or create a ServiceCIDR that covers 34.118.228.0/24; then delete again. Until then Kubernetes would keep the ServiceCIDR Terminating',
+      'Service shop/checkout (34.118.228.11). Move them off it first: delete those Services and re-create them once the range is gone ' +
+      "(no ServiceCIDR can cover them instead: it would overlap this one, which the policy's overlap: Deny refuses); then delete again. " +
+      'Until then Kubernetes would keep the ServiceCIDR Terminating',
     '',
     'ADMITTED DELETE ServiceCIDR "extra-free" 34.118.236.0/24 (--delete)',
     '',

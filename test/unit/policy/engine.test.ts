@@ -361,8 +361,28 @@ const cases: Case[] = [
     allowed: false,
     violations: [['InUse', 'metadata.name']],
     message: [
-      'Deleting ServiceCIDR "extra" is not allowed by the servicecidr-guard policy: ServiceCIDR "extra" still has 2 allocated addresses that no other ServiceCIDR covers: Service team-a/web (10.100.0.5), Service team-a/api (10.100.0.6). Move them off it first: delete those Services (and re-create them once the range is gone), or create a ServiceCIDR that covers 10.100.0.0/24; then delete again. Until then Kubernetes would keep the ServiceCIDR Terminating.',
+      `Deleting ServiceCIDR "extra" is not allowed by the servicecidr-guard policy: ServiceCIDR "extra" still has 2 allocated addresses that no other ServiceCIDR covers: Service team-a/web (10.100.0.5), Service team-a/api (10.100.0.6). Move them off it first: delete those Services and re-create them once the range is gone (no ServiceCIDR can cover them instead: it would overlap this one, which the policy's overlap: Deny refuses); then delete again. Until then Kubernetes would keep the ServiceCIDR Terminating.`,
     ],
+    cidrs: ['10.100.0.0/24'],
+  },
+  {
+    // A ServiceCIDR covering the addresses overlaps this one (ContainsPrefix): under
+    // AllowExpansion only a strictly wider one is admitted, so the message asks for that.
+    name: 'DELETE while Services hold addresses only this range covers, under AllowExpansion',
+    policy: { overlap: 'AllowExpansion' },
+    request: remove('extra', ['10.100.0.0/24']),
+    allowed: false,
+    violations: [['InUse', 'metadata.name']],
+    message: ['delete those Services (and re-create them once the range is gone), or create a ServiceCIDR that strictly contains 10.100.0.0/24 (a shorter prefix: the policy admits an overlap only as such an expansion); then delete again.'],
+    cidrs: ['10.100.0.0/24'],
+  },
+  {
+    name: 'DELETE while Services hold addresses only this range covers, under overlap: Allow',
+    policy: { overlap: 'Allow' },
+    request: remove('extra', ['10.100.0.0/24']),
+    allowed: false,
+    violations: [['InUse', 'metadata.name']],
+    message: ['delete those Services (and re-create them once the range is gone), or create a ServiceCIDR that covers 10.100.0.0/24; then delete again.'],
     cidrs: ['10.100.0.0/24'],
   },
   {
@@ -395,6 +415,7 @@ const cases: Case[] = [
     request: remove('extra', ['10.100.0.0/24', 'fd00:10:100::/112']),
     allowed: false,
     violations: [['InUse', 'metadata.name']],
+    policy: { overlap: 'Allow' },
     message: ['IPAddress 10.100.0.5, gateways.gateway.networking.k8s.io infra/edge (10.100.0.6), widgets.example.com w1 (10.100.0.7), nodes node-1 (fd00:10:100::8).', 'covers 10.100.0.0/24 and fd00:10:100::/112'],
   },
   {
