@@ -71,6 +71,10 @@ function suggestion(policy: Policy, view: ClusterView | undefined, checked: read
     const bounds = policy.prefixLength[prefix.family]
     const wanted = prefix.family === 'IPv6' ? Math.max(prefix.bits, shortestIPv6ServiceCIDR) : prefix.bits
     const bits = bounds === undefined ? wanted : Math.min(Math.max(wanted, bounds.min), bounds.max)
+    // Bounds that end short of /64 leave no IPv6 range the allocator takes: not a lack of room.
+    if (prefix.family === 'IPv6' && bits < shortestIPv6ServiceCIDR) {
+      return ` The policy admits IPv6 prefixes of /${String(bounds?.min)} to /${String(bounds?.max)} only, all shorter than the /${String(shortestIPv6ServiceCIDR)} kube-apiserver's allocator takes addresses from; ask the platform team to admit /${String(shortestIPv6ServiceCIDR)} or longer.`
+    }
     const free = findFreePrefix(policy, view, prefix.family, bits)
     return free === undefined
       ? ` No free ${prefix.family} /${bits} is left that the policy admits; ask the platform team for more room.`

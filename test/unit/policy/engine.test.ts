@@ -354,6 +354,19 @@ const cases: Case[] = [
     message: ['the UPDATE request carries no object or no oldObject'],
   },
 
+  {
+    // The allocator takes no addresses from an IPv6 prefix shorter than /64: bounds that end short
+    // of it leave nothing to suggest, and the hint says why, not that the room ran out.
+    name: 'CREATE overlapping, under IPv6 prefix bounds that end short of /64',
+    policy: { allowedRanges: ['fd00:10::/32'], prefixLength: { IPv6: { min: 48, max: 56 } } },
+    request: create('wide', ['fd00:10:96::/56']),
+    allowed: false,
+    violations: [['Overlap', 'spec.cidrs[0]']],
+    message: ['The policy admits IPv6 prefixes of /48 to /56 only, all shorter than the /64 kube-apiserver\'s allocator takes addresses from; ask the platform team to admit /64 or longer.'],
+    notInMessage: ['No free IPv6'],
+    cidrs: ['fd00:10:96::/56'],
+  },
+
   // DELETE.
   {
     name: 'DELETE while Services hold addresses only this range covers',
