@@ -9,7 +9,7 @@ import { auditCluster, type AuditReport } from '../policy/audit.ts'
 import type { Policy, UserInfo } from '../policy/types.ts'
 import { exitCodes, UsageError } from './errors.ts'
 import { fleetJSON, fleetText, mapBounded, type ClusterAudit } from './fleet.ts'
-import { loadCluster, loadPolicy, repeatable, reviewUser } from './input.ts'
+import { loadCluster, loadPolicy, maxSeconds, repeatable, reviewUser } from './input.ts'
 import { ClusterAccessError, type ClusterTarget, type CommandContext } from './io.ts'
 import { auditCases, auditFindings, auditJUnit, formatAudit, outputOption } from './output.ts'
 import { clusterPolicyReport, reportName, type ClusterPolicyReport } from './policy-report.ts'
@@ -30,10 +30,12 @@ interface Flags {
   apply?: boolean
 }
 
-function positive(what: string): (value: string) => number {
+function positive(what: string, most = Number.MAX_SAFE_INTEGER): (value: string) => number {
   return (value) => {
     const parsed = Number(value)
-    if (!Number.isInteger(parsed) || parsed < 1) throw new InvalidArgumentError(`must be a whole number of ${what}, 1 or more`)
+    if (!Number.isInteger(parsed) || parsed < 1 || parsed > most) {
+      throw new InvalidArgumentError(`must be a whole number of ${what}, 1 or more${most === Number.MAX_SAFE_INTEGER ? '' : `, at most ${String(most)}`}`)
+    }
     return parsed
   }
 }
@@ -126,7 +128,7 @@ export function auditCommand(context: CommandContext): Command {
     .option('--context <name>', 'audit this context of the kubeconfig; repeat it for a fleet (one row per cluster)', repeatable)
     .addOption(new Option('--all-contexts', 'audit every context of the kubeconfig').conflicts('context'))
     .option('--parallel <n>', 'how many clusters of a fleet to read at once', positive('clusters'), 4)
-    .option('--timeout <seconds>', 'give up on a cluster that has not answered within this long', positive('seconds'), 30)
+    .option('--timeout <seconds>', 'give up on a cluster that has not answered within this long', positive('seconds', maxSeconds), 30)
     .option('--cluster <file>', 'read the cluster from files instead, as `kubectl get servicecidrs,ipaddresses -o yaml` prints them (repeatable)', repeatable)
     .option('--as <user>', 'review as this user (default servicecidr-guard:audit, whom the policy\'s exemptions do not name)')
     .option('--as-group <group>', 'review with this group (repeatable)', repeatable)

@@ -55,5 +55,11 @@ export function reviewUser(command: string, as: string | undefined, groups: read
   return { username: as ?? `servicecidr-guard:${command}`, groups: [...groups] }
 }
 
+/**
+ * The longest time a flag takes, in seconds: Node's timers fire at once for more than 2^31 - 1 ms
+ * (24.8 days, with a TimeoutOverflowWarning), which would turn a timeout of ~25 days into 1 ms.
+ */
+export const maxSeconds = 86_400
+
 /** Commander's accumulator for repeatable options (`--cluster a --cluster b`); absent: undefined. */
 export const repeatable = (value: string, previous: readonly string[] | undefined): string[] => [...(previous ?? []), value]

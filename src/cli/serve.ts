@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { loadKubeConfig, podNamespace } from '../cluster/kube.ts'
 import { serve } from '../server/serve.ts'
+import { maxSeconds } from './input.ts'
 import { serverLogger } from './logger.ts'
 
 /** The Lease config/manager ships, in the webhook's own namespace. */
@@ -16,7 +17,7 @@ function port(value: string): number {
 
 function seconds(value: string): number {
   const parsed = Number(value)
-  if (!Number.isFinite(parsed) || parsed < 0) throw new InvalidArgumentError('must be a number of seconds')
+  if (!Number.isFinite(parsed) || parsed < 0 || parsed > maxSeconds) throw new InvalidArgumentError(`must be a number of seconds, at most ${String(maxSeconds)} (a day)`)
   return parsed
 }
 
@@ -91,7 +92,7 @@ export function serveCommand(): Command {
     .option('--reservation-lease <namespace/name>', `the Lease where every replica records the ranges it admits (default: the Pod's namespace, from POD_NAMESPACE or the service account, and ${defaultReservationLease})`, lease)
     .option('--reservation-deadline <seconds>', 'how long a review may take to record its range there before it fails closed (well inside the webhook\'s timeoutSeconds of 5)', seconds, 3)
     .option('--no-shared-reservation', 'reserve admitted ranges on this replica only: two replicas can then each admit one of two overlapping ranges created at the same moment')
-    .option('--stale-after <seconds>', 'how long the cache may go without a working watch before the replica reports not ready and reviews that need it fail closed (reviews stop trusting it sooner: after the reservation TTL\'s margin past the webhook timeout, 5 s, they wait for the watch first)', seconds, 30)
+    .option('--stale-after <seconds>', 'how long the cache may go without being shown current by its watches before the replica reports not ready and reviews that need it fail closed (reviews stop trusting it sooner: after the reservation TTL\'s margin past the webhook timeout, 5 s, they wait for the watch first)', seconds, 30)
     .action(async (flags: Flags) => {
       const { logger, decisions, close } = serverLogger(flags.logLevel)
       const running = await serve({

@@ -104,6 +104,11 @@ t.test('usage errors: an unknown context, both ways of naming contexts, --parall
   const zero = await run(['audit', '--policy', fixture.gkePolicy, '--all-contexts', '--parallel', '0'], { live, contexts })
   t.equal(zero.code, 2)
   t.match(zero.stderr, "error: option '--parallel <n>' argument '0' is invalid. must be a whole number of clusters, 1 or more")
+  // Node's timers fire at once past 2^31 - 1 ms: a timeout meant as "wait for ever" gave up at once.
+  const forever = await run(['audit', '--policy', fixture.gkePolicy, '--all-contexts', '--timeout', '99999999'], { live, contexts })
+  t.equal(forever.code, 2)
+  t.match(forever.stderr, "error: option '--timeout <seconds>' argument '99999999' is invalid. must be a whole number of seconds, 1 or more, at most 86400")
+  t.strictSame(forever.liveReads, [], 'nothing is read')
   const files = await run(['audit', '--policy', fixture.gkePolicy, '--cluster', fixture.gkeCluster, '--context', 'prod-eu'], { live, contexts })
   t.equal(files.code, 2)
 })

@@ -55,6 +55,14 @@ t.test('a --reload-interval of 0 is a usage error, not files read back to back',
   t.match(stderr, "error: option '--reload-interval <seconds>' argument '0' is invalid. must be a number of seconds above 0")
 })
 
+t.test('a time past a day is a usage error, not a timer that fires at once', async (t) => {
+  for (const flag of ['--reservation-deadline', '--shutdown-delay', '--stale-after']) {
+    const { code, stderr } = await run(['serve', flag, '2147484'])
+    t.equal(code, 2, flag)
+    t.match(stderr, `error: option '${flag} <seconds>' argument '2147484' is invalid. must be a number of seconds, at most 86400 (a day)`)
+  }
+})
+
 t.test('a port that cannot be listened on ends serve with exit 2 and one line, whichever port it is', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'scg-serve-cli-'))
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
