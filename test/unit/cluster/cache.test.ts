@@ -3,8 +3,11 @@
 
 import t from 'tap'
 import { setTimeout as delay } from 'node:timers/promises'
+import { createReviewer } from '../../../src/admission/reviewer.ts'
 import { ClusterCache, watchSecondsWithin } from '../../../src/cluster/cache.ts'
+import { policyFromObject } from '../../../src/config/policy.ts'
 import { standIn } from '../../support/apiserver.ts'
+import { admissionReview } from '../../support/review.ts'
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined }
 
@@ -198,4 +201,31 @@ t.test('watchSecondsWithin: each watch ends before reviews stop trusting a quiet
   t.equal(watchSecondsWithin(0), 1, 'at least 1 s')
   t.equal(watchSecondsWithin(30_000), 25, 'at most 25 s')
   t.end()
+})
+
+// The guarantee the view's age protects: a replica whose ServiceCIDR watch died silently never
+// shows a ServiceCIDR another replica admitted and kube-apiserver stored, and once that
+// reservation has expired, only the view's age keeps this replica from admitting a range
+// overlapping it. Counted current while open, the watch let it do so for ~35 s.
+t.test('a ServiceCIDR watch that died silently: a CREATE overlapping what it missed is refused, not admitted', async (t) => {
+  let stored = false
+  const apiserver = await standIn((request) => {
+    const url = request.url ?? ''
+    const listed = { status: 200, body: { kind: 'List', metadata: { resourceVersion: '10' }, items: stored && url.includes('/servicecidrs') ? [{ metadata: { name: 'other' }, spec: { cidrs: ['10.96.0.0/16'] } }] : [] } }
+    if (!url.includes('watch=true')) return discovery(url) ?? listed
+    // The ServiceCIDR watch: open and silent for ever, its connection dead. IPAddresses: quiet.
+    return 'open'
+  })
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs: 100 })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => cache.syncState === 'Synced')
+  stored = true
+  const policy = policyFromObject({ apiVersion: 'servicecidr-guard/v1alpha1', kind: 'Policy', metadata: { name: 'p' }, spec: { overlap: 'Deny' } }, 'p')
+  const review = createReviewer({ policy: () => policy, cluster: cache })
+  await delay(400)
+  const outcome = await review(Buffer.from(JSON.stringify(admissionReview('CREATE', 'mine', ['10.96.1.0/24']))))
+  t.equal(outcome.verdict, 'denied', 'the view is older than reviewStaleAfterMs: the overlap rule fails closed')
+  t.match(outcome.decision?.message ?? '', "servicecidr-guard has not finished reading the cluster's ServiceCIDRs")
 })
