@@ -33,7 +33,7 @@ export interface ReflectorOptions<R> {
   /**
    * The server ends each watch after this long (timeoutSeconds), so that a quiet view is shown to be
    * current at least this often (see staleFor); a watch not ended within watchGraceMs after that is
-   * taken for a dead connection and given up. Default 4.
+   * taken for a dead connection and given up. Default 3 (see watchSecondsWithin in cache.ts).
    */
   readonly watchSeconds?: number
   readonly backoff?: { readonly initialMs: number, readonly maxMs: number }
@@ -187,7 +187,7 @@ export class Reflector<R> {
 
   constructor(options: ReflectorOptions<R>) {
     this.options = options
-    this.watchSeconds = options.watchSeconds ?? 4
+    this.watchSeconds = options.watchSeconds ?? 3
     this.heardAt = options.now()
   }
 

@@ -195,8 +195,9 @@ t.test('open watches that say nothing: not reviewed from once the view is older 
 })
 
 t.test('watchSecondsWithin: each watch ends before reviews stop trusting a quiet view', (t) => {
-  t.equal(watchSecondsWithin(5000), 4, "serve's defaults: 4 s against 5 s")
-  t.equal(watchSecondsWithin(4500), 4)
+  t.equal(watchSecondsWithin(5000), 3, "serve's defaults: 3 s against 5 s")
+  t.equal(watchSecondsWithin(4500), 3)
+  t.equal(watchSecondsWithin(3000), 1)
   t.equal(watchSecondsWithin(2000), 1)
   t.equal(watchSecondsWithin(0), 1, 'at least 1 s')
   t.equal(watchSecondsWithin(30_000), 25, 'at most 25 s')
