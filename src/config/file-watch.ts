@@ -10,7 +10,9 @@ export interface FileWatch {
 
 /**
  * Calls `onChange` with the contents of `paths` whenever any of them differs from the last read.
- * The first read happens at once; a read error is passed on (and the next change retried).
+ * The first read happens at once. A read error is passed on once, not at every poll while it lasts
+ * (a file gone for a minute was 30 refusals counted and logged); the contents read after it are
+ * passed on even if unchanged, for the caller to see the error is over.
  */
 export function watchFiles(
   paths: readonly string[],
@@ -19,6 +21,8 @@ export function watchFiles(
   onError: (error: unknown) => void,
 ): FileWatch {
   let last: string | undefined
+  /** The read error last passed on, while it lasts. */
+  let failing: string | undefined
   let busy = false
   const poll = async (): Promise<void> => {
     if (busy) return
@@ -26,13 +30,18 @@ export function watchFiles(
     try {
       const contents = await Promise.all(paths.map((path) => readFile(path)))
       const signature = contents.map((content) => content.toString('base64')).join('\n')
+      failing = undefined
       if (signature !== last) {
         last = signature
         onChange(contents)
       }
     } catch (error) {
       last = undefined
-      onError(error)
+      const message = error instanceof Error ? error.message : String(error)
+      if (message !== failing) {
+        failing = message
+        onError(error)
+      }
     } finally {
       busy = false
     }

@@ -43,6 +43,8 @@ export class CertificateSource {
     this.watch = watchFiles([certPath, keyPath], intervalMs, ([cert, key]) => {
       try {
         if (cert === undefined || key === undefined) throw new Error('missing file')
+        // The pair in force, read again (after the files were unreadable for a poll): no reload.
+        if (this.pair !== undefined && this.pair.cert.equals(cert) && this.pair.key.equals(key)) return
         const pair = checkKeyPair(cert, key)
         const first = this.pair === undefined
         this.pair = pair

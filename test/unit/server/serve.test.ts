@@ -107,7 +107,9 @@ t.test('a policy file unreadable for a while, then the same again: valid, and no
   rmSync(policyPath)
   await wait(300)
   t.match(running.readiness().checks, { policy: { valid: false, lastError: /cannot read .*policy-gone\.yaml/ } })
-  t.match(await metrics(), 'servicecidr_guard_policy_valid 0')
+  const gone = await metrics()
+  t.match(gone, 'servicecidr_guard_policy_valid 0')
+  t.match(gone, 'servicecidr_guard_policy_reload_errors_total 1', 'one refusal for a file gone, not one a poll')
 
   replaceFile(policyPath, policy('Deny'))
   await wait(300)
@@ -213,4 +215,26 @@ t.test('reviewStaleAfterMs: how long reviews trust a view without a watch is the
   t.equal(reviewStaleAfterMs(4000, 30_000), 0, 'none left: only a view whose watch is open')
   t.equal(reviewStaleAfterMs(10_000, 2000), 2000, 'never longer than staleAfterMs')
   t.end()
+})
+
+// A Secret volume update can leave the key unreadable for a poll: the same pair read again is no
+// rotation (the counter, readiness and the log said one happened), and one error is counted.
+t.test('the serving key unreadable for a while, then the same again: no reload counted, one error', async (t) => {
+  const policyPath = join(dir, 'policy-cert.yaml')
+  writeFileSync(policyPath, policy('Deny'))
+  const running = await start(policyPath)
+  t.teardown(() => running.shutdown('test'))
+  const metrics = async (): Promise<string> => (await request(`http://127.0.0.1:${running.healthAddress()!.port}/metrics`)).body.text()
+  const keyPath = join(dir, 'tls.key')
+  const key = readFileSync(keyPath)
+  renameSync(keyPath, `${keyPath}.away`)
+  await wait(300)
+  renameSync(`${keyPath}.away`, keyPath)
+  await wait(300)
+  const after = await metrics()
+  t.match(after, 'servicecidr_guard_certificate_reloads_total 0')
+  t.match(after, 'servicecidr_guard_certificate_errors_total 1')
+  t.match(running.readiness().checks, { certificate: { loaded: true, reloads: 0 } })
+  t.same(readFileSync(keyPath), key)
+  t.equal((await post(running.webhookAddress()!.port)).allowed, false, 'still serving')
 })
