@@ -93,6 +93,9 @@ const shortWatchMs = 1000
  */
 const watchGraceMs = 2000
 
+/** How long a watch waits for its response to begin before it is given up and tried again. */
+const watchHeadersMs = 10_000
+
 /** A watch still open watchGraceMs past its timeoutSeconds: see watchGraceMs. */
 class OverdueWatchError extends Error {}
 
@@ -125,17 +128,25 @@ const shortWatchMaxWaitMs = 1000
 const wakeEveryMs = 250
 
 /**
- * Whether a review may end the back-off after `error` (wake()): after no answer, or a list or watch
- * refused with 429 or 5xx, an outage that a review's arrival shows may be over. Not after a refusal
- * that a review says nothing about (403, 404), nor after a watch ended by an ERROR event (a 500 of
- * its etcd watch, a 410): against those, a list every 250 ms, as often as reviews may wake it, would
- * be a loop of lists of every object.
+ * Whether a review may end the back-off after `error` (wake()): after a list that had no answer or
+ * was refused with 429 or 5xx, or a watch that had no answer or a 429, an outage that a review's
+ * arrival shows may be over. Not after a refusal that a review says nothing about (403, 404), nor
+ * after a watch that calls for a list (a 410, an ERROR event, a watch refused with a status, by a
+ * proxy that refuses long requests for instance): against those, a list every 250 ms, as often as
+ * reviews may wake it, would be a loop of lists of every object.
  */
 function wakeable(error: unknown): boolean {
-  if (error instanceof WatchError && error.event) return false
+  if (error instanceof GoneError || error instanceof RelistError) return false
   const status = (error as { status?: unknown }).status
   return typeof status !== 'number' || status === 429 || status >= 500
 }
+
+/**
+ * The timeoutSeconds of the first watch after one that failed: its end at that timeout, or an
+ * event, is the first proof since the failure that the view is current, and reviews wait for one
+ * (see Reflector.staleFor).
+ */
+const resumeWatchSeconds = 1
 
 /** A wait that doubles at each failure, up to a maximum, and starts over at reset(). */
 export class Backoff {
@@ -180,6 +191,8 @@ export class Reflector<R> {
   private watching = false
   /** When the view was last shown to be current: see staleFor. */
   private heardAt: number
+  /** The last watch failed, and no list has run since: the next asks for resumeWatchSeconds. */
+  private resuming = false
   /** Completed lists; a re-list after the first means a watch could not continue. */
   lists = 0
   /** Why the last list or watch failed, until a list completes or a watch opens. */
@@ -202,13 +215,14 @@ export class Reflector<R> {
   }
 
   /**
-   * Milliseconds since the view was last shown to be current: by a list, by a watch's response
-   * beginning, by an event (a bookmark too), or by kube-apiserver ending a watch at its
-   * timeoutSeconds. An open watch is no proof by itself: one whose connection is dead (half-open)
-   * looks the same as a quiet one until its timeout has passed, so a quiet view ages up to
-   * watchSeconds between two watches (kube-apiserver's watch cache also sends a bookmark 2 s
-   * before a watch's timeout), and one whose watch is dead ages on. A watch that ends very short,
-   * or with an error before any event, takes back what its beginning showed.
+   * Milliseconds since the view was last shown to be current: by a list, by an event (a bookmark
+   * too), or by kube-apiserver ending a watch at its timeoutSeconds. An open watch is no proof by
+   * itself: one whose connection is dead (half-open) looks the same as a quiet one until its
+   * timeout has passed. Nor is a watch's response beginning: the events it owes since its
+   * resourceVersion (objects stored while the last watch was down) come after it. So a quiet view
+   * ages up to watchSeconds between two watches, one whose watch is dead ages on, and after a
+   * failure the view is shown current by the next watch's first event or by its end, which it asks
+   * for after resumeWatchSeconds.
    */
   staleFor(now: number): number {
     return now - this.heardAt
@@ -258,10 +272,12 @@ export class Reflector<R> {
     // Very short watches back off on their own, to at most shortWatchMaxWaitMs: the apiserver
     // answered, so they are no outage, and they do not lengthen the back-off of one that follows.
     const shortWatches = new Backoff(initialMs, shortWatchMaxWaitMs)
-    const worked = (): void => {
+    // A watch's first event ends an outage; only its end at its timeout, a watch that did not
+    // fail, ends the back-off of lists (one event then an ERROR every time is still a failing watch).
+    const worked = (ended: boolean): void => {
       outage.reset()
-      relists.reset()
       shortWatches.reset()
+      if (ended) relists.reset()
     }
     let needList = true
     while (!this.isStopped()) {
@@ -311,6 +327,7 @@ export class Reflector<R> {
     }, undefined, this.stopping.signal)
     sink.replace(records)
     this.heardAt = this.options.now()
+    this.resuming = false
     this.listed = true
     this.lastError = undefined
     this.lists++
@@ -323,11 +340,11 @@ export class Reflector<R> {
    * timeoutSeconds (OverdueWatchError). `worked` is called at its first event, and when it ends
    * at its timeout.
    */
-  private watch(worked: () => void): Promise<number> {
+  private watch(worked: (ended: boolean) => void): Promise<number> {
     const { kubeConfig, resource, sink, log, now } = this.options
     const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
     const started = now()
-    const heardBefore = this.heardAt
+    const timeoutSeconds = this.resuming ? Math.min(resumeWatchSeconds, this.watchSeconds) : this.watchSeconds
     this.watchAbort = undefined
     let events = 0
     let settled = false
@@ -344,16 +361,25 @@ export class Reflector<R> {
         if (typeof result === 'number') resolve(result)
         else reject(result)
       }
-      stopped = () => { end(events) }
+      stopped = () => {
+        this.watching = false
+        end(events)
+      }
+      // Until its response begins, a watch waits up to watchHeadersMs: kube-apiserver starts its
+      // timeoutSeconds only then, and may queue the request first (API Priority and Fairness).
+      // client-node's request, which cannot be aborted before it, is left to its own timeout (30 s).
       overdue = setTimeout(() => {
-        failure = new OverdueWatchError(`watching ${resource.plural}: still open ${String(watchGraceMs / 1000)} s after its timeout of ${String(this.watchSeconds)} s; taken for a dead connection`)
-        // Aborted, if its response has begun (onDone then rejects with the failure); if not,
-        // client-node's request is left to its own timeout, and a new watch starts now.
-        if (this.watchAbort === undefined || this.watchAbort.signal.aborted) {
-          this.watching = false
-          end(failure)
-        } else this.watchAbort.abort()
-      }, this.watchSeconds * 1000 + watchGraceMs)
+        failure = new WatchError(`watching ${resource.plural}: no response within ${String(watchHeadersMs / 1000)} s`, undefined, false)
+        end(failure)
+      }, watchHeadersMs)
+      // From its beginning, timeoutSeconds and watchGraceMs; then it is aborted (onDone rejects).
+      const watchdog = (): void => {
+        clearTimeout(overdue)
+        overdue = setTimeout(() => {
+          failure = new OverdueWatchError(`watching ${resource.plural}: still open ${String(watchGraceMs / 1000)} s after its timeout of ${String(timeoutSeconds)} s; taken for a dead connection`)
+          this.watchAbort?.abort()
+        }, timeoutSeconds * 1000 + watchGraceMs)
+      }
       const onEvent = (type: string, object: WatchEvent['object']): void => {
         if (object === undefined || settled) return
         if (type === 'ERROR') {
@@ -364,7 +390,7 @@ export class Reflector<R> {
         }
         const version = object.metadata?.resourceVersion
         if (version) this.resourceVersion = version
-        if (events++ === 0) worked()
+        if (events++ === 0) worked(false)
         this.heardAt = now()
         if (type === 'ADDED' || type === 'MODIFIED') {
           const record = sink.project(object)
@@ -375,13 +401,12 @@ export class Reflector<R> {
       const onDone = (error: unknown): void => {
         if (settled) return
         const lasted = now() - started
-        const short = events === 0 && lasted < shortWatchMs && !this.stopping.signal.aborted
+        const short = events === 0 && lasted < Math.min(shortWatchMs, timeoutSeconds * 500) && !this.stopping.signal.aborted
         this.watching = false
         const ended = !failure && !error && !short
-        // Ended by kube-apiserver at its timeout: the view was current until now. Ended very short,
-        // or by a failure before any event: its beginning proved nothing.
+        // Ended by kube-apiserver at its timeout: the view was current until now.
         if (ended) this.heardAt = now()
-        else if (events === 0) this.heardAt = heardBefore
+        this.resuming = !ended
         if (failure) end(failure)
         else if (error && !this.stopping.signal.aborted) {
           const status = statusOf(error)
@@ -390,7 +415,7 @@ export class Reflector<R> {
         else if (short) end(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')
-          if (ended) worked()
+          if (ended) worked(true)
           end(events)
         }
       }
@@ -398,7 +423,7 @@ export class Reflector<R> {
         .watch(path, {
           resourceVersion: this.resourceVersion,
           allowWatchBookmarks: true,
-          timeoutSeconds: this.watchSeconds,
+          timeoutSeconds,
         }, onEvent, onDone)
         .then((abort) => {
           if (settled) {
@@ -408,8 +433,8 @@ export class Reflector<R> {
           this.watchAbort = abort
           if (!abort.signal.aborted) {
             this.watching = true
-            this.heardAt = now()
             this.lastError = undefined
+            watchdog()
           }
           if (this.stopping.signal.aborted) abort.abort()
         }, (error: unknown) => { end(error instanceof Error ? error : new Error(String(error))) })

@@ -49,3 +49,31 @@ export async function standIn(answer: (request: IncomingMessage) => { status: nu
     }),
   }
 }
+
+/** A watch that sends `events` over time, then ends as kube-apiserver does at its timeoutSeconds (`endMs`), unless undefined. */
+export function streaming(events: { afterMs: number, event: unknown }[], endMs: number | undefined): (response: ServerResponse) => void {
+  return (response) => {
+    response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
+    const timers = events.map(({ afterMs, event }) => setTimeout(() => { response.write(`${JSON.stringify(event)}\n`) }, afterMs))
+    if (endMs !== undefined) timers.push(setTimeout(() => { response.end() }, endMs))
+    response.on('close', () => { for (const timer of timers) clearTimeout(timer) })
+  }
+}
+
+/**
+ * A stand-in whose answers come from `answer(kind, n)`: the n-th list or watch, from 1; 'reset'
+ * closes the connection unanswered (kube-apiserver going down). Each request's time is kept.
+ */
+export async function scripted(answer: (kind: 'list' | 'watch', n: number) => { status: number, body: unknown } | 'open' | 'reset' | ((response: ServerResponse) => void)) {
+  const counts = { list: 0, watch: 0 }
+  const times: { kind: 'list' | 'watch', at: number }[] = []
+  const server = await standIn((request) => {
+    const kind = (request.url ?? '').includes('watch=true') ? 'watch' : 'list'
+    times.push({ kind, at: Date.now() })
+    const reply = answer(kind, ++counts[kind])
+    if (reply !== 'reset') return reply
+    request.socket.destroy()
+    return undefined
+  })
+  return { server, counts, watchTimes: () => times.filter((entry) => entry.kind === 'watch').map((entry) => entry.at) }
+}

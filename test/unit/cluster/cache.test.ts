@@ -2,6 +2,7 @@
 // shutdown is never held by an apiserver that does not answer.
 
 import t from 'tap'
+import type { ServerResponse } from 'node:http'
 import { setTimeout as delay } from 'node:timers/promises'
 import { createReviewer } from '../../../src/admission/reviewer.ts'
 import { ClusterCache, watchSecondsWithin } from '../../../src/cluster/cache.ts'
@@ -20,6 +21,14 @@ const discovery = (url: string | undefined): { status: number, body: unknown } |
     return { status: 200, body: { kind: 'APIResourceList', groupVersion: 'networking.k8s.io/v1', resources: [{ name: 'servicecidrs', singularName: '', namespaced: false, kind: 'ServiceCIDR', verbs: ['list'] }] } }
   }
   return undefined
+}
+
+/** A watch kube-apiserver ends at its timeoutSeconds, with no event. */
+const endedAtTimeout = (url: string) => (response: ServerResponse): void => {
+  const seconds = Number(new URL(url, 'http://x').searchParams.get('timeoutSeconds') ?? 25)
+  response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
+  const timer = setTimeout(() => { response.end() }, seconds * 1000)
+  response.on('close', () => { clearTimeout(timer) })
 }
 
 /** Resolves true if `promise` settles within `ms`. */
@@ -132,7 +141,11 @@ t.test('a review (view()) wakes a reflector out of its back-off once kube-apiser
     if ((request.url ?? '').includes('watch=true')) {
       watches++
       watchTimes.push(Date.now())
-      if (watchRefused) return { status: 503, body: { kind: 'Status', code: 503, message: 'unavailable' } }
+      // kube-apiserver going away: the connection closed unanswered (watched again, not listed).
+      if (watchRefused) {
+        request.socket.destroy()
+        return undefined
+      }
     }
     return discovery(request.url) ?? emptyList(request.url)
   })
@@ -159,9 +172,14 @@ t.test('a review (view()) wakes a reflector out of its back-off once kube-apiser
 t.test('a view without an open watch for longer than reviewStaleAfterMs is not reviewed from, though still Synced', async (t) => {
   let watchRefused = true
   const apiserver = await standIn((request) => {
-    // 429: watched again after a back-off, without a new list (a list would make the view current).
-    if ((request.url ?? '').includes('watch=true') && watchRefused) return { status: 429, body: { kind: 'Status', code: 429, message: 'too many requests' } }
-    return discovery(request.url) ?? emptyList(request.url)
+    const url = request.url ?? ''
+    if (url.includes('watch=true')) {
+      // 429: watched again after a back-off, without a new list (a list would make the view current).
+      if (watchRefused) return { status: 429, body: { kind: 'Status', code: 429, message: 'too many requests' } }
+      // Quiet, and ended at its timeoutSeconds, as kube-apiserver ends it.
+      return endedAtTimeout(url)
+    }
+    return discovery(url) ?? emptyList(url)
   })
   t.teardown(() => apiserver.close())
   const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs: 2000 })
@@ -175,8 +193,10 @@ t.test('a view without an open watch for longer than reviewStaleAfterMs is not r
   watchRefused = false
   const waited = Date.now()
   await cache.current()
-  t.not(cache.view(), undefined, `reviewed from again once the watch is open (${String(Date.now() - waited)} ms)`)
-  t.ok(Date.now() - waited < 1500, 'the review woke the watch out of its back-off')
+  await cache.current()
+  // The watch's beginning is no proof: its end at the timeout it asks for after a failure (1 s) is.
+  t.not(cache.view(), undefined, `reviewed from again once a watch has ended at its timeout (${String(Date.now() - waited)} ms)`)
+  t.ok(Date.now() - waited < 2500, 'the review woke the watch out of its back-off, and that watch asked for a timeout of 1 s')
 })
 
 // A watch whose connection died without a FIN or a reset is open, and silent, as a quiet one is:
