@@ -1,13 +1,13 @@
 // ClusterCache against a stand-in for kube-apiserver: stopping it ends what is in flight, so a
 // shutdown is never held by an apiserver that does not answer.
 
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { ServerResponse } from 'node:http'
 import { setTimeout as delay } from 'node:timers/promises'
 import { createReviewer } from '../../../src/admission/reviewer.ts'
 import { ClusterCache, watchSecondsWithin } from '../../../src/cluster/cache.ts'
 import { policyFromObject } from '../../../src/config/policy.ts'
-import { standIn } from '../../support/apiserver.ts'
+import { standIn, type StandIn } from '../../support/apiserver.ts'
 import { admissionReview } from '../../support/review.ts'
 
 const silent = { debug: () => undefined, info: () => undefined, warn: () => undefined }
@@ -166,6 +166,23 @@ t.test('a review (view()) wakes a reflector out of its back-off once kube-apiser
   t.ok(after < 1000, `watched again ${String(after)} ms after the review, not after the 4 s back-off`)
 })
 
+/**
+ * A cache over `apiserver` with reviewStaleAfterMs 300: reviewed from once listed, then, 400 ms on
+ * with nothing shown since (`why`), Synced still (ready) but not reviewed from.
+ */
+async function untrustedWhileSynced(t: Test, apiserver: StandIn, currentWaitMs: number, why: string): Promise<ClusterCache> {
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => cache.syncState === 'Synced')
+  t.not(cache.view(), undefined, 'just listed: reviewed from')
+  await delay(400)
+  t.equal(cache.syncState, 'Synced', 'still Synced: ready, within staleAfterMs')
+  t.equal(cache.view(), undefined, `${why}: not reviewed from`)
+  return cache
+}
+
 // A reservation lasts its TTL; a replica whose watch has been down longer than the TTL's margin may
 // lack an object whose reservation has expired (src/server/serve.ts, reviewStaleAfterMs). Reviews
 // stop trusting such a view though the replica stays Synced (ready), and wait for the watch.
@@ -181,15 +198,7 @@ t.test('a view without an open watch for longer than reviewStaleAfterMs is not r
     }
     return discovery(url) ?? emptyList(url)
   })
-  t.teardown(() => apiserver.close())
-  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs: 2000 })
-  t.teardown(() => cache.stop())
-  void cache.start()
-  await until(() => cache.syncState === 'Synced')
-  t.not(cache.view(), undefined, 'just listed: reviewed from')
-  await delay(400)
-  t.equal(cache.syncState, 'Synced', 'still Synced: ready, within staleAfterMs')
-  t.equal(cache.view(), undefined, 'no watch for longer than reviewStaleAfterMs: not reviewed from')
+  const cache = await untrustedWhileSynced(t, apiserver, 2000, 'no watch for longer than reviewStaleAfterMs')
   watchRefused = false
   const waited = Date.now()
   await cache.current()
@@ -203,15 +212,7 @@ t.test('a view without an open watch for longer than reviewStaleAfterMs is not r
 // reviews must not trust the view for as long as it stays open (client-node's 30 s of silence).
 t.test('open watches that say nothing: not reviewed from once the view is older than reviewStaleAfterMs', async (t) => {
   const apiserver = await standIn((request) => discovery(request.url) ?? emptyList(request.url))
-  t.teardown(() => apiserver.close())
-  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300, currentWaitMs: 100 })
-  t.teardown(() => cache.stop())
-  void cache.start()
-  await until(() => cache.syncState === 'Synced')
-  t.not(cache.view(), undefined, 'just listed: reviewed from')
-  await delay(400)
-  t.equal(cache.syncState, 'Synced', 'still Synced: ready, within staleAfterMs')
-  t.equal(cache.view(), undefined, 'both watches open, silent for 400 ms: not reviewed from')
+  await untrustedWhileSynced(t, apiserver, 100, 'both watches open, silent for 400 ms')
 })
 
 t.test('watchSecondsWithin: each watch ends before reviews stop trusting a quiet view', (t) => {

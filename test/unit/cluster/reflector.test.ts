@@ -67,15 +67,24 @@ t.test('the first list after an outage ends its back-off', async (t) => {
 
 // Reviews wake a reflector out of its back-off (ClusterCache.view and current): against an apiserver
 // that answers reviews yet not the LIST, one LIST a review would be a flood of LISTs.
-t.test('wake() ends a back-off at most every 250 ms, however often it is called', async (t) => {
-  const { server, counts } = await scripted(() => unavailable)
-  t.teardown(() => server.close())
-  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now })
-  t.teardown(() => reflector.stop())
+/**
+ * The lists made in 2 s against a stand-in whose answers come from `answer` (see scripted), the
+ * reflector woken every 5 ms as reviews may wake it.
+ */
+async function listsWhileWoken(answer: Parameters<typeof scripted>[0], backoff?: { initialMs: number, maxMs: number }): Promise<number> {
+  const { server, counts } = await scripted(answer)
+  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, ...(backoff === undefined ? {} : { backoff }) })
   reflector.start()
   const waking = setInterval(() => { reflector.wake() }, 5)
   await delay(2000)
   clearInterval(waking)
+  await reflector.stop()
+  await server.close()
+  return counts.list
+}
+
+t.test('wake() ends a back-off at most every 250 ms, however often it is called', async (t) => {
+  const counts = { list: await listsWhileWoken(() => unavailable) }
   // Every 250 ms at most: 9 in 2 s, with the first; without the bound, one every few ms.
   t.ok(counts.list <= 10, `${String(counts.list)} LISTs in 2 s, waking every 5 ms`)
   t.ok(counts.list >= 5, `${String(counts.list)} LISTs in 2 s: woken, not waiting out the back-off (250 ms doubling)`)
@@ -84,14 +93,7 @@ t.test('wake() ends a back-off at most every 250 ms, however often it is called'
 // A review's arrival shows that kube-apiserver answers, not that RBAC now grants the LIST.
 t.test('wake() does not end the back-off after a refusal a review says nothing about (403)', async (t) => {
   const forbidden = { status: 403, body: { kind: 'Status', code: 403, message: 'servicecidrs.networking.k8s.io is forbidden' } }
-  const { server, counts } = await scripted(() => forbidden)
-  t.teardown(() => server.close())
-  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now })
-  t.teardown(() => reflector.stop())
-  reflector.start()
-  const waking = setInterval(() => { reflector.wake() }, 5)
-  await delay(2000)
-  clearInterval(waking)
+  const counts = { list: await listsWhileWoken(() => forbidden) }
   // 0, 250, 750, 1750 ms: the back-off alone.
   t.ok(counts.list <= 4, `${String(counts.list)} LISTs in 2 s, waking every 5 ms: the back-off, 250 ms doubling`)
 })
@@ -147,14 +149,7 @@ t.test('a watch request refused with a status is answered with a list; an unansw
 
 /** A list that completes, then watches that fail with `failure` after every list. */
 async function failingAfterEveryList(t: Test, failure: { status: number, body: unknown } | ((response: ServerResponse) => void), what: string, most: number): Promise<void> {
-  const { server, counts } = await scripted((kind) => (kind === 'list' ? emptyList : failure))
-  const reflector = new Reflector({ kubeConfig: server.kubeConfig, resource, sink, log: silent, now: Date.now, backoff: { initialMs: 50, maxMs: 30_000 } })
-  reflector.start()
-  const waking = setInterval(() => { reflector.wake() }, 5)
-  await delay(2000)
-  clearInterval(waking)
-  await reflector.stop()
-  await server.close()
+  const counts = { list: await listsWhileWoken((kind) => (kind === 'list' ? emptyList : failure), { initialMs: 50, maxMs: 30_000 }) }
   // 0, 50, 150, 350, 750, 1550 ms: the back-off grows from one list to the next (with it started
   // over at every list, one list every 50 ms; after a 410, one every few ms).
   t.ok(counts.list <= most, `${what}: ${String(counts.list)} LISTs in 2 s, reviews waking it every 5 ms`)
