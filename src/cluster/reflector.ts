@@ -46,16 +46,14 @@ interface WatchEvent {
 
 /**
  * How a watch failed: the HTTP status it was refused with, or the code of the ERROR event that
- * ended it (`event`); no status when there was no answer.
+ * ended it; no status when there was no answer (wakeable reads it).
  */
 class WatchError extends Error {
   readonly status: number | undefined
-  readonly event: boolean
 
-  constructor(message: string, status: number | undefined, event: boolean, cause?: unknown) {
+  constructor(message: string, status: number | undefined, cause?: unknown) {
     super(message, { cause })
     this.status = status
-    this.event = event
   }
 }
 
@@ -96,9 +94,6 @@ const watchGraceMs = 2000
 /** How long a watch waits for its response to begin before it is given up and tried again. */
 const watchHeadersMs = 10_000
 
-/** A watch still open watchGraceMs past its timeoutSeconds: see watchGraceMs. */
-class OverdueWatchError extends Error {}
-
 /** The HTTP status client-node's Watch gives a refused request; undefined when there was no answer. */
 function statusOf(error: unknown): number | undefined {
   const status = (error as { statusCode?: unknown }).statusCode
@@ -112,9 +107,9 @@ function statusOf(error: unknown): number | undefined {
  * Reflector.watch decides the same for a refused request (isWatchErrorRetriable: only a refused
  * connection and a 429 are watched again) and for an ERROR event (see RelistError).
  */
-function watchError(status: number | undefined, event: boolean, message: string, cause?: unknown): WatchError {
-  if (status === undefined || status === 429) return new WatchError(message, status, event, cause)
-  return status === 410 ? new GoneError(message, status, event, cause) : new RelistError(message, status, event, cause)
+function watchError(status: number | undefined, message: string, cause?: unknown): WatchError {
+  if (status === undefined || status === 429) return new WatchError(message, status, cause)
+  return status === 410 ? new GoneError(message, status, cause) : new RelistError(message, status, cause)
 }
 
 /**
@@ -263,9 +258,9 @@ export class Reflector<R> {
     // Failures to list or watch (no answer, a refusal): starts over once a list completes.
     const outage = new Backoff(initialMs, maxMs)
     // Lists a failed watch calls for (410, an ERROR event, a refusal with a status): starts over
-    // only once a watch has worked, not at the list, so that a watch that fails every time (RBAC
-    // that grants list but not watch, an etcd watch failing, 410 at once) is a list every 30 s at
-    // most, not a loop of lists of every object. client-go's Reflector.Run likewise waits its
+    // only once a watch has ended at its timeout, not at the list, so that a watch that fails
+    // every time (RBAC that grants list but not watch, an etcd watch failing, 410 at once) is a
+    // list every 30 s at most, not a loop of lists of every object. client-go's Reflector.Run likewise waits its
     // back-off (800 ms to 30 s) before every ListAndWatch after the first, and starts it over
     // only after 2 minutes without a failure (k8s.io/client-go/tools/cache/reflector.go).
     const relists = new Backoff(initialMs, maxMs)
@@ -274,10 +269,9 @@ export class Reflector<R> {
     const shortWatches = new Backoff(initialMs, shortWatchMaxWaitMs)
     // A watch's first event ends an outage; only its end at its timeout, a watch that did not
     // fail, ends the back-off of lists (one event then an ERROR every time is still a failing watch).
-    const worked = (ended: boolean): void => {
+    const answered = (): void => {
       outage.reset()
       shortWatches.reset()
-      if (ended) relists.reset()
     }
     let needList = true
     while (!this.isStopped()) {
@@ -290,7 +284,9 @@ export class Reflector<R> {
           outage.reset()
           shortWatches.reset()
         }
-        await this.watch(worked)
+        await this.watch(answered)
+        relists.reset()
+        answered()
       } catch (error) {
         if (this.isStopped()) break
         let backoff = error instanceof ShortWatchError ? shortWatches : outage
@@ -335,12 +331,11 @@ export class Reflector<R> {
   }
 
   /**
-   * One watch, until it ends. Resolves with the number of events seen; rejects on error, on 410, when
-   * it was very short (ShortWatchError), and when it is not over watchGraceMs after its
-   * timeoutSeconds (OverdueWatchError). `worked` is called at its first event, and when it ends
-   * at its timeout.
+   * One watch, until kube-apiserver ends it at its timeout (or stop()): resolves then. Rejects on
+   * error, on 410, when it was very short (ShortWatchError), and when it is not over watchGraceMs
+   * after its timeoutSeconds. `firstEvent` is called at its first event.
    */
-  private watch(worked: (ended: boolean) => void): Promise<number> {
+  private watch(firstEvent: () => void): Promise<void> {
     const { kubeConfig, resource, sink, log, now } = this.options
     const path = `/apis/${resource.group}/${resource.version}/${resource.plural}`
     const started = now()
@@ -352,31 +347,31 @@ export class Reflector<R> {
     // out its abort only with the response headers, and waits 30 s for them.
     let stopped = (): void => undefined
     let overdue: NodeJS.Timeout | undefined
-    const watched = new Promise<number>((resolve, reject) => {
+    const watched = new Promise<void>((resolve, reject) => {
       let failure: Error | undefined
-      const end = (result: Error | number): void => {
+      const end = (error?: Error): void => {
         if (settled) return
         settled = true
         clearTimeout(overdue)
-        if (typeof result === 'number') resolve(result)
-        else reject(result)
+        if (error === undefined) resolve()
+        else reject(error)
       }
       stopped = () => {
         this.watching = false
-        end(events)
+        end()
       }
       // Until its response begins, a watch waits up to watchHeadersMs: kube-apiserver starts its
       // timeoutSeconds only then, and may queue the request first (API Priority and Fairness).
       // client-node's request, which cannot be aborted before it, is left to its own timeout (30 s).
       overdue = setTimeout(() => {
-        failure = new WatchError(`watching ${resource.plural}: no response within ${String(watchHeadersMs / 1000)} s`, undefined, false)
+        failure = new WatchError(`watching ${resource.plural}: no response within ${String(watchHeadersMs / 1000)} s`, undefined)
         end(failure)
       }, watchHeadersMs)
       // From its beginning, timeoutSeconds and watchGraceMs; then it is aborted (onDone rejects).
       const watchdog = (): void => {
         clearTimeout(overdue)
         overdue = setTimeout(() => {
-          failure = new OverdueWatchError(`watching ${resource.plural}: still open ${String(watchGraceMs / 1000)} s after its timeout of ${String(timeoutSeconds)} s; taken for a dead connection`)
+          failure = new WatchError(`watching ${resource.plural}: still open ${String(watchGraceMs / 1000)} s after its timeout of ${String(timeoutSeconds)} s; taken for a dead connection`, undefined)
           this.watchAbort?.abort()
         }, timeoutSeconds * 1000 + watchGraceMs)
       }
@@ -384,13 +379,13 @@ export class Reflector<R> {
         if (object === undefined || settled) return
         if (type === 'ERROR') {
           // An event without a code is a Status with code 0, as client-go's apierrors.FromObject reads it.
-          failure = watchError(object.code ?? 0, true, `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
+          failure = watchError(object.code ?? 0, `watching ${resource.plural}: ${String(object.code ?? '')} ${object.reason ?? ''}: ${object.message ?? ''}`)
           this.watchAbort?.abort()
           return
         }
         const version = object.metadata?.resourceVersion
         if (version) this.resourceVersion = version
-        if (events++ === 0) worked(false)
+        if (events++ === 0) firstEvent()
         this.heardAt = now()
         if (type === 'ADDED' || type === 'MODIFIED') {
           const record = sink.project(object)
@@ -410,13 +405,12 @@ export class Reflector<R> {
         if (failure) end(failure)
         else if (error && !this.stopping.signal.aborted) {
           const status = statusOf(error)
-          end(watchError(status, false, `watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}${status === undefined ? '' : ` (HTTP ${String(status)})`}`, error))
+          end(watchError(status, `watching ${resource.plural}: ${error instanceof Error ? error.message : JSON.stringify(error)}${status === undefined ? '' : ` (HTTP ${String(status)})`}`, error))
         }
         else if (short) end(new ShortWatchError(`watching ${resource.plural}: closed after ${String(lasted)} ms with no event`))
         else {
           log.debug({ resource: resource.plural, events }, 'watch ended')
-          if (ended) worked(true)
-          end(events)
+          end()
         }
       }
       new Watch(kubeConfig)
