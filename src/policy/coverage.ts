@@ -14,6 +14,12 @@
 //
 // Upstream scans every IPAddress of the family; the view answers range counts from a sorted index
 // instead, so the cost does not grow with the number of addresses.
+//
+// One difference, because the webhook decides once, at the DELETE, where the controller decides
+// again until the finalizer goes: a ServiceCIDR already being deleted covers nothing here. The
+// controller's lister still holds it, so for `kubectl delete servicecidr a b` of two equal ranges
+// each sees the other as its parent, both finalizers go, and the addresses are orphaned; deleted
+// one after the other, the second hangs Terminating once the first is gone.
 
 import { allocatableRange, prefixContainsAddress, type Prefix } from './ip.ts'
 import type { ClusterView, IPAddressRecord, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
@@ -49,7 +55,7 @@ export function gaps(range: Interval, covered: readonly Interval[]): Interval[] 
 
 export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, sampleSize = 5): Orphans {
   const others = (prefix: Prefix): readonly PlacedCIDR[] =>
-    view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== target.name)
+    view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== target.name && !entry.record.deleting)
   // An overlapping block with an equal or shorter prefix contains the whole CIDR.
   const hasParent = (prefix: Prefix): boolean => others(prefix).some((entry) => entry.prefix.bits <= prefix.bits)
   if (target.cidrs.every(hasParent)) return { count: 0, sample: [], blocked: [] }
