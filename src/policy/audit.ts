@@ -3,9 +3,9 @@
 // CIDR is. Pure: the command line fetches the cluster (or reads a dump) and prints the report.
 
 import { gaps } from './coverage.ts'
-import { defaultServiceCIDRName, apiserverUsername, decide } from './engine.ts'
+import { decide } from './engine.ts'
 import { allocatableRange, allocatableSize, familyWidth, type Family, type Prefix } from './ip.ts'
-import type { ClusterView, Decision, IPAddressRecord, Policy, ServiceCIDRRecord, UserInfo } from './types.ts'
+import { apiserverUsername, defaultServiceCIDRName, type ClusterView, type Decision, type IPAddressRecord, type Policy, type ServiceCIDRRecord, type UserInfo } from './types.ts'
 
 export interface Utilisation {
   readonly cidr: Prefix

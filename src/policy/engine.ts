@@ -13,14 +13,11 @@ import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
 import { validateName, validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
 import { toServiceCIDRRecord } from './state.ts'
-import type { Bypass, ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest, Violation } from './types.ts'
+import { apiserverUsername, defaultServiceCIDRName, type Bypass, type ClusterView, type Decision, type Policy, type ReviewRequest, type ServiceCIDRRecord, type ServiceReviewRequest, type Violation } from './types.ts'
 
 export const admitRules: readonly AdmitRule[] = [allowedRanges, deniedRanges, prefixLength, overlap]
 export const deleteRules: readonly DeleteRule[] = [protectedNames, inUse]
 
-/** The ServiceCIDR kube-apiserver creates from --service-cluster-ip-range (defaultservicecidr). */
-export const defaultServiceCIDRName = 'kubernetes'
-export const apiserverUsername = 'system:apiserver'
 
 /** Rules whose failure a suggested free range could fix. */
 const fixableByAnotherRange = new Set<Violation['rule']>(['AllowedRanges', 'DeniedRanges', 'Overlap', 'PrefixLength'])

@@ -36,6 +36,10 @@ export interface ServiceCIDRRecord {
 
 export const managedByAllocator = 'ipallocator.k8s.io'
 
+/** The ServiceCIDR kube-apiserver creates from --service-cluster-ip-range (defaultservicecidr). */
+export const defaultServiceCIDRName = 'kubernetes'
+export const apiserverUsername = 'system:apiserver'
+
 export interface ParentRef {
   readonly group: string
   readonly resource: string

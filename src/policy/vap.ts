@@ -12,8 +12,7 @@
 // The e2e suite (test/e2e/10-vap.test.ts) holds the two to the same verdicts and messages.
 
 import { familyWidth, type Family, type Prefix } from './ip.ts'
-import { apiserverUsername, defaultServiceCIDRName } from './engine.ts'
-import type { Policy } from './types.ts'
+import { apiserverUsername, defaultServiceCIDRName, type Policy } from './types.ts'
 
 /** A Kubernetes minor version, 1.x. */
 export interface KubernetesVersion {

@@ -1,5 +1,6 @@
 import { orphanedAddresses } from '../coverage.ts'
-import type { IPAddressRecord, Policy } from '../types.ts'
+import { defaultServiceCIDRName, type ClusterView, type IPAddressRecord, type Policy } from '../types.ts'
+import type { Prefix } from '../ip.ts'
 import type { DeleteRule } from './rule.ts'
 
 /** Who holds an address, for messages: "Service default/web (10.96.0.10)". */
@@ -32,6 +33,22 @@ function remedy(overlap: Policy['overlap'], ranges: string): string {
 }
 
 /**
+ * The default ServiceCIDR is kube-apiserver's, made from its --service-cluster-ip-range, and
+ * kube-apiserver re-creates Service default/kubernetes at that range's first address: deleting the
+ * Services moves nothing until the flag changes.
+ */
+function defaultRemedy(ranges: string): string {
+  return `change --service-cluster-ip-range on every kube-apiserver to a range another ServiceCIDR holds (this is kube-apiserver's default ServiceCIDR, made from that flag, and it re-creates Service default/kubernetes in it), then delete the Services left in ${ranges}`
+}
+
+/** ServiceCIDRs being deleted that overlap `blocked`: they would cover it, but cover nothing (coverage.ts). */
+function leaving(view: ClusterView, target: string, blocked: readonly Prefix[]): string {
+  const names = new Set(blocked.flatMap((prefix) => view.cidrsOverlapping(prefix)).filter((entry) => entry.record.deleting && entry.record.name !== target).map((entry) => `"${entry.record.name}"`))
+  if (names.size === 0) return ''
+  return ` (ServiceCIDR ${[...names].join(', ')} ${names.size === 1 ? 'is' : 'are'} being deleted too, so ${names.size === 1 ? 'it does' : 'they do'} not count)`
+}
+
+/**
  * spec.deletion.requireUnused: refuse a DELETE that kube-controller-manager would leave hanging in
  * Terminating because Services still hold addresses only this ServiceCIDR contains (canDeleteCIDR).
  */
@@ -44,12 +61,14 @@ export const inUse: DeleteRule = {
     if (count === 0) return []
     const listed = sample.map(holder).join(', ')
     const more = count > sample.length ? ` and ${count - sample.length} more` : ''
+    const ranges = blocked.map((prefix) => prefix.text).join(' and ')
+    const next = target.name === defaultServiceCIDRName ? defaultRemedy(ranges) : remedy(policy.overlap, ranges)
     return [{
       rule: 'InUse',
       field: 'metadata.name',
       message:
-        `ServiceCIDR "${target.name}" still has ${count} allocated address${count === 1 ? '' : 'es'} that no other ServiceCIDR covers: ${listed}${more}. ` +
-        `Move them off it first: ${remedy(policy.overlap, blocked.map((prefix) => prefix.text).join(' and '))}; then delete again. ` +
+        `ServiceCIDR "${target.name}" still has ${count} allocated address${count === 1 ? '' : 'es'} that no other ServiceCIDR covers: ${listed}${more}${leaving(view, target.name, blocked)}. ` +
+        `Move them off it first: ${next}; then delete again. ` +
         'Until then Kubernetes would keep the ServiceCIDR Terminating',
     }]
   },

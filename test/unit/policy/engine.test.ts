@@ -472,6 +472,26 @@ const cases: Case[] = [
     message: ['still has 3 allocated addresses'],
   },
   {
+    // kube-apiserver re-creates Service default/kubernetes at its range's first address: deleting
+    // the Services is no way off the default range while the flag names it.
+    name: 'DELETE of "kubernetes" in use: the flag is the way off it, not deleting Services',
+    request: remove('kubernetes', ['10.96.0.0/16', 'fd00:10:96::/112']),
+    allowed: false,
+    violations: [['InUse', 'metadata.name']],
+    message: ['Move them off it first: change --service-cluster-ip-range on every kube-apiserver to a range another ServiceCIDR holds (this is kube-apiserver\'s default ServiceCIDR, made from that flag, and it re-creates Service default/kubernetes in it), then delete the Services left in 10.96.0.0/16 and fd00:10:96::/112; then delete again.'],
+    notInMessage: ['re-create them once the range is gone'],
+  },
+  {
+    // `kubectl delete servicecidr leaving extra`, where "leaving" covers what "extra" holds:
+    // each would count the other as its parent and both would go, orphaning the addresses.
+    name: 'DELETE in use, where only a Terminating ServiceCIDR covers the addresses: named, and not counted',
+    cluster: { ...base, serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/16'), serviceCIDR('extra', '10.100.0.0/24'), terminating(serviceCIDR('leaving', '10.100.0.0/16'))] },
+    request: remove('extra', ['10.100.0.0/24']),
+    allowed: false,
+    violations: [['InUse', 'metadata.name']],
+    message: ['no other ServiceCIDR covers: Service team-a/web (10.100.0.5), Service team-a/api (10.100.0.6) (ServiceCIDR "leaving" is being deleted too, so it does not count). Move them off it first'],
+  },
+  {
     name: 'DELETE before the cache synced fails closed',
     cluster: 'unsynced',
     request: remove('leaving', ['10.101.0.0/24']),
