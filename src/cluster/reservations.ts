@@ -281,8 +281,14 @@ export class SharedReservations {
     if (waiter.settled) return
     waiter.settled = true
     clearTimeout(waiter.timer)
-    this.options.events?.settled?.(result.outcome === 'failed' ? result.reason : result.outcome, (this.now() - waiter.startedAt) / 1000)
+    // Answered before it is counted: a metric that throws must not cost the review its answer, nor,
+    // from the deadline's timer or a batch's failure, the process.
     waiter.answer(result)
+    try {
+      this.options.events?.settled?.(result.outcome === 'failed' ? result.reason : result.outcome, (this.now() - waiter.startedAt) / 1000)
+    } catch (error) {
+      this.options.log.warn({ err: error }, 'counting a settled reservation failed')
+    }
   }
 
   private readonly startDrain = (): void => {
@@ -322,7 +328,10 @@ export class SharedReservations {
   /** Reads the Lease once, so a missing Lease or RBAC is reported at start-up, not at the first CREATE. */
   async probe(): Promise<string | undefined> {
     try {
-      this.cached = await within(this.options.store.get(this.options.deadlineMs), this.options.deadlineMs)
+      const lease = await within(this.options.store.get(this.options.deadlineMs), this.options.deadlineMs)
+      // A write that ended while this read was on its way left a newer copy: keeping the older one
+      // would make the next write conflict with this replica's own.
+      this.cached ??= lease
       this.lastError = undefined
     } catch (error) {
       this.lastError = error instanceof Error ? error.message : String(error)

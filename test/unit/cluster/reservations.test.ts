@@ -375,6 +375,42 @@ t.test('expired unseen: one written later is counted when it expires, after the 
   t.same(expired, [1, 1])
 })
 
+t.test('a settled event that throws (a metric\'s bug) costs no review its answer, and the replica keeps working', async (t) => {
+  let counted = 0
+  const { reservations, warnings } = rig(new MemoryLeaseStore(), {
+    deadlineMs: 50,
+    events: { settled: () => { counted++; throw new TypeError('not a finite number') } },
+  })
+  const batch = [reservations.reserve(request('a', ['10.0.0.0/24']), always), reservations.reserve(request('b', ['10.0.1.0/24']), always)]
+  t.same(await Promise.all(batch), [{ outcome: 'recorded' }, { outcome: 'recorded' }], 'both of one batch answered')
+  const late = new MemoryLeaseStore()
+  late.hang = true
+  const slow = rig(late, { deadlineMs: 50, events: { settled: () => { throw new TypeError('not a finite number') } } })
+  t.same(await slow.reservations.reserve(request('c', ['10.0.2.0/24']), always), { outcome: 'failed', reason: 'deadline', detail: 'recording it in Lease servicecidr-guard-system/servicecidr-guard-reservations took longer than 0.05 s' }, 'answered at its deadline, from the timer')
+  t.equal(counted, 2)
+  t.same(warnings, ['counting a settled reservation failed', 'counting a settled reservation failed'])
+})
+
+t.test('a start-up read answered after a write does not replace the newer copy the write left', async (t) => {
+  const store = new MemoryLeaseStore()
+  const { reservations, writes } = rig(store)
+  const read = store.get.bind(store)
+  let first = true
+  store.get = async () => {
+    const lease = await read()
+    if (first) {
+      first = false
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    return lease
+  }
+  const probing = reservations.probe()
+  t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), always), { outcome: 'recorded' })
+  t.equal(await probing, undefined)
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' })
+  t.same(writes, ['written', 'written'], 'no conflict with its own write')
+})
+
 t.test('probe: reports a Lease that cannot be read, and clears once it can', async (t) => {
   const store = new MemoryLeaseStore()
   store.failWith = 'forbidden'
