@@ -285,6 +285,13 @@ void t.test('overlaps mirrors netip.Prefix.Overlaps (TestOverlapsPrefix)', (t) =
     { name: 'adjacent IPv4 block', cidrs: one, prefix: '10.0.1.0/24', want: [] },
     { name: 'block just before', cidrs: one, prefix: '9.255.255.0/24', want: [] },
     { name: 'all of IPv6 does not overlap IPv4', cidrs: [serviceCIDR('v4', '0.0.0.0/0')], prefix: '::/0', want: [] },
+    // Single addresses on a block's first and last address: the bounds are inclusive.
+    { name: 'a /32 on the first address', cidrs: one, prefix: '10.0.0.0/32', want: ['kubernetes'] },
+    { name: 'a /32 on the last address', cidrs: one, prefix: '10.0.0.255/32', want: ['kubernetes'] },
+    { name: 'a /32 just past the last address', cidrs: one, prefix: '10.0.1.0/32', want: [] },
+    { name: 'a /128 on the first address', cidrs: one, prefix: '2001:db8::/128', want: ['kubernetes'] },
+    { name: 'a /128 on the last address', cidrs: one, prefix: '2001:db8::ffff:ffff/128', want: ['kubernetes'] },
+    { name: 'a /128 just before the first address', cidrs: one, prefix: '2001:db7:ffff:ffff:ffff:ffff:ffff:ffff/128', want: [] },
   ]
   for (const tc of cases) {
     const wanted = prefix(tc.prefix)
