@@ -73,7 +73,11 @@ export class SpecFile {
     const started = performance.now()
     const results = await this.t.test(name, fn)
     const durationMs = Math.round(performance.now() - started)
-    const result: SpecResult = results === null ? 'skipped' : results.ok ? 'passed' : 'failed'
+    // A spec that asserted nothing (returned early, or its assertions sat in a callback that never
+    // ran) is no proof: tap counts it ok, this record counts it failed.
+    const empty = results !== null && results.ok && results.pass === 0
+    if (empty) this.t.fail(`spec "${name}" made no assertion`)
+    const result: SpecResult = results === null ? 'skipped' : results.ok && !empty ? 'passed' : 'failed'
     this.specs.push({ name, result, durationMs })
     return result === 'passed'
   }
