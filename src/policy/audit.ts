@@ -49,6 +49,7 @@ export function viewWithout(view: ClusterView, name: string): ClusterView {
     pendingServiceCIDRHolding: (other, cidrs) => view.pendingServiceCIDRHolding(other, cidrs),
     addressesBetween: (family, first, last) => view.addressesBetween(family, first, last),
     mislabelledAddresses: () => view.mislabelledAddresses(),
+    occupiedBetween: (family, first, last) => view.occupiedBetween(family, first, last),
   }
 }
 

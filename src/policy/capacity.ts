@@ -1,5 +1,5 @@
 // How many Service addresses the cluster can still hand out, per family: the union of what every
-// ServiceCIDR that is not Terminating can allocate, less the allocator-managed IPAddresses in it.
+// ServiceCIDR that is not Terminating can allocate, less the IPAddresses in it, whoever manages them.
 // Overlapping ranges are counted once. The kube-apiserver allocator takes addresses only from
 // ServiceCIDRs that are not being deleted (pkg/registry/core/service/ipallocator/cidrallocator.go),
 // and never from an IPv6 CIDR shorter than /64, which NewIPAllocator refuses.
@@ -11,7 +11,7 @@ export interface Capacity {
   readonly family: Family
   /** Addresses the ready ranges can allocate, overlaps counted once. */
   readonly usable: bigint
-  /** Allocator-managed IPAddresses inside those ranges. */
+  /** IPAddresses inside those ranges, whatever their labels: each takes its address (occupiedBetween). */
   readonly used: bigint
   readonly free: bigint
 }
@@ -50,7 +50,7 @@ export function capacity(view: ClusterView, family: Family, without?: string): C
   let used = 0n
   for (const { first, last } of union(ranges)) {
     usable += last - first + 1n
-    used += BigInt(view.addressesBetween(family, first, last).length)
+    used += BigInt(view.occupiedBetween(family, first, last))
   }
   return { family, usable, used, free: usable - used }
 }

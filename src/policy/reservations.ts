@@ -45,5 +45,6 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     pendingServiceCIDRHolding: (name: string, cidrs: readonly string[]) => pending.find((record) => record.name === name && holdsCIDRs(record, cidrs)),
     addressesBetween: (family, first, last): AddressRange => view.addressesBetween(family, first, last),
     mislabelledAddresses: () => view.mislabelledAddresses(),
+    occupiedBetween: (family, first, last) => view.occupiedBetween(family, first, last),
   }
 }

@@ -304,6 +304,8 @@ export class ClusterState implements ClusterView {
   private readonly addresses = new Map<string, IPAddressRecord>()
   private readonly index: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   private readonly otherFamilyLabel = new Map<string, IPAddressRecord>()
+  /** The IPAddresses `index` leaves out, by the family of their address: they occupy it all the same. */
+  private readonly unmanaged: Record<Family, AddressIndex> = { IPv4: new AddressIndex(), IPv6: new AddressIndex() }
   /** The latest reservation of each name. */
   private readonly pending = new Map<string, Pending>()
   /**
@@ -399,6 +401,10 @@ export class ClusterState implements ClusterView {
     return [...this.otherFamilyLabel.values()]
   }
 
+  occupiedBetween(family: Family, first: bigint, last: bigint): number {
+    return this.index[family].between(first, last).length + this.unmanaged[family].between(first, last).length
+  }
+
   ipAddresses(): Iterable<IPAddressRecord> {
     return this.addresses.values()
   }
@@ -445,8 +451,12 @@ export class ClusterState implements ClusterView {
   upsertIPAddress(record: IPAddressRecord): void {
     this.removeIPAddress(record.name)
     this.addresses.set(record.name, record)
-    if (allocatorManaged(record)) this.index[record.family].insert(record)
-    else if (mislabelled(record)) this.otherFamilyLabel.set(record.name, record)
+    if (allocatorManaged(record)) {
+      this.index[record.family].insert(record)
+      return
+    }
+    this.unmanaged[record.family].insert(record)
+    if (mislabelled(record)) this.otherFamilyLabel.set(record.name, record)
   }
 
   removeIPAddress(name: string): void {
@@ -454,6 +464,7 @@ export class ClusterState implements ClusterView {
     if (old === undefined) return
     this.addresses.delete(name)
     if (allocatorManaged(old)) this.index[old.family].remove(old)
+    else this.unmanaged[old.family].remove(old)
     this.otherFamilyLabel.delete(name)
   }
 
@@ -462,12 +473,19 @@ export class ClusterState implements ClusterView {
     this.otherFamilyLabel.clear()
     for (const record of records) this.addresses.set(record.name, record)
     const byFamily: Record<Family, IPAddressRecord[]> = { IPv4: [], IPv6: [] }
+    const others: Record<Family, IPAddressRecord[]> = { IPv4: [], IPv6: [] }
     for (const record of this.addresses.values()) {
-      if (allocatorManaged(record)) byFamily[record.family].push(record)
-      else if (mislabelled(record)) this.otherFamilyLabel.set(record.name, record)
+      if (allocatorManaged(record)) {
+        byFamily[record.family].push(record)
+        continue
+      }
+      others[record.family].push(record)
+      if (mislabelled(record)) this.otherFamilyLabel.set(record.name, record)
     }
     this.index.IPv4.load(byFamily.IPv4)
     this.index.IPv6.load(byFamily.IPv6)
+    this.unmanaged.IPv4.load(others.IPv4)
+    this.unmanaged.IPv6.load(others.IPv6)
   }
 
   /**

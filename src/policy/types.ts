@@ -99,6 +99,12 @@ export interface ClusterView {
    */
   mislabelledAddresses(): readonly IPAddressRecord[]
   /**
+   * How many IPAddresses of the family, whatever their labels, are in [first, last]. Each takes its
+   * address from the allocator, which skips every name its lister finds and takes an AlreadyExists
+   * as ErrAllocated (allocateNextService, pkg/registry/core/service/ipallocator/ipallocator.go).
+   */
+  occupiedBetween(family: Family, first: bigint, last: bigint): number
+  /**
    * Changes whenever the ServiceCIDRs the view holds change (added, updated or removed, as the watch
    * shows them); not for pending ones. Two reads of one view at the same revision hold the same
    * ServiceCIDRs. A view without it is never taken to be unchanged.

@@ -27,11 +27,27 @@ const cases = [
     expected: { usable: 28n, used: 0n, free: 28n },
   },
   {
-    name: 'addresses the allocator does not manage are not counted',
+    // The allocator skips every name that exists, whatever its labels (allocateNextService).
+    name: 'addresses the allocator does not manage take theirs all the same',
     serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/28')],
     ipAddresses: [ipAddress('10.96.0.5', { managedBy: 'someone-else' })],
     family: 'IPv4',
-    expected: { usable: 14n, used: 0n, free: 14n },
+    expected: { usable: 14n, used: 1n, free: 13n },
+  },
+  {
+    name: 'a range full of addresses of every kind is full',
+    serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/29')],
+    ipAddresses: [
+      serviceIP('10.96.0.1', 'default', 'kubernetes'),
+      serviceIP('10.96.0.2', 'default', 'web'),
+      ipAddress('10.96.0.3', { managedBy: 'lb.example.com', parentRef: { group: 'gateway.networking.k8s.io', resource: 'gateways', namespace: 'infra', name: 'gw' } }),
+      ipAddress('10.96.0.4', { managedBy: undefined }),
+      ipAddress('10.96.0.5', { family: 'IPv6' }),
+      ipAddress('10.96.0.6', { family: undefined }),
+      ipAddress('fd00::7', { family: 'IPv4' }),
+    ],
+    family: 'IPv4',
+    expected: { usable: 6n, used: 6n, free: 0n },
   },
   {
     name: 'IPv6 of a dual-stack range; a /128 allocates nothing',

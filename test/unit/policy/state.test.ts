@@ -148,6 +148,9 @@ void t.test('the address index stays sorted through upserts, removals and replac
         range.countBetween(from, to) !== wantCount) {
         mismatches++
       }
+      // Every record of the family, whatever its labels, occupies its address.
+      const occupied = [...naive.values()].filter((record) => record.family === family && record.value >= first && record.value <= last).length
+      if (state.occupiedBetween(family, first, last) !== occupied) mismatches++
     }
     if (state.ipAddressCount !== naive.size) mismatches++
     // Managed, and labelled with the other family: canDeleteCIDR still lists these (see coverage.ts).
