@@ -70,7 +70,7 @@ export function capacityWarnings(policy: Policy, view: ClusterView, families: re
     const verb = without === undefined ? 'are' : 'will be'
     warnings.push(
       `servicecidr-guard: ${state} ${free} of ${usable} ${family} Service addresses ${verb} free in this cluster ` +
-        `(the policy warns below ${threshold}); add a ServiceCIDR before Services fail with "range is full"`,
+        `(the policy warns below ${threshold}); add a ServiceCIDR${family === 'IPv6' ? ' of /64 or longer (the allocator takes nothing from a shorter IPv6 prefix)' : ''} before Services fail with "range is full"`,
     )
   }
   return warnings

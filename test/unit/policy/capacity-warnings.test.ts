@@ -32,7 +32,7 @@ t.test('an IPv6 range shorter than /64 adds no capacity: the warning still comes
     ipAddresses: Array.from({ length: 15 }, (_, i) => serviceIP(`fd00:10:96::${(i + 1).toString(16)}`, 'default', `svc-${i}`)),
   })
   t.same(capacityWarnings(watchful, sixFull, ['IPv6']), [
-    'servicecidr-guard: only 0 of 15 IPv6 Service addresses are free in this cluster (the policy warns below 100); add a ServiceCIDR before Services fail with "range is full"',
+    'servicecidr-guard: only 0 of 15 IPv6 Service addresses are free in this cluster (the policy warns below 100); add a ServiceCIDR of /64 or longer (the allocator takes nothing from a shorter IPv6 prefix) before Services fail with "range is full"',
   ])
   t.end()
 })
