@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The only module with side effects at start-up: run the command line and set the exit code.
+// The only module with side effects at start-up: run the command line, and exit with its exit code.
 //
 // Stack traces name src/*.ts lines: source maps are turned on for this project's own files, and
 // only then is the rest imported. `--enable-source-maps` would also load the maps of everything in
@@ -15,3 +15,11 @@ const { runCli } = await import('./cli/program.ts')
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
 process.exitCode = await runCli(process.argv.slice(2), processIO(), version)
+
+// The command is done, but the event loop may not be: a kubeconfig credential plugin given up at an
+// audit's --timeout is a child process that keeps it alive until the plugin ends (`serve` returns
+// only once shut down). What the command printed is written out first: on macOS a pipe is written
+// asynchronously, and process.exit does not wait for it.
+const written = (stream: NodeJS.WriteStream): Promise<void> => new Promise((resolve) => { stream.write('', () => { resolve() }) })
+await Promise.all([written(process.stdout), written(process.stderr)])
+process.exit()

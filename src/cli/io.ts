@@ -44,7 +44,20 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8')
 }
 
-/** Runs `call` against the target's cluster with a deadline; any failure becomes a ClusterAccessError. */
+/** Rejects once the signal aborts, with its reason: for abort() without one, a DOMException named AbortError. */
+function aborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_resolve, reject) => {
+    signal.addEventListener('abort', () => { reject(signal.reason as DOMException) }, { once: true })
+  })
+}
+
+/**
+ * Runs `call` against the target's cluster with a deadline; any failure becomes a ClusterAccessError.
+ * The signal aborts requests only: client-node runs a kubeconfig's credential plugin
+ * (users[].user.exec) before each request and does not take a signal, so a plugin that waits (for
+ * a login, say) would hold the cluster, and a fleet audit, past its deadline. The call is raced
+ * against the deadline instead; what it still has running is left to end on its own.
+ */
 async function withCluster<T>(target: ClusterTarget, call: (kubeConfig: KubeConfig, signal: AbortSignal) => Promise<T>): Promise<T> {
   let kubeConfig
   try {
@@ -58,7 +71,7 @@ async function withCluster<T>(target: ClusterTarget, call: (kubeConfig: KubeConf
     controller.abort()
   }, target.timeoutMs)
   try {
-    return await call(kubeConfig, controller.signal)
+    return await Promise.race([call(kubeConfig, controller.signal), aborted(controller.signal)])
   } catch (error) {
     throw new ClusterAccessError(describeClusterError(error, serverOf(kubeConfig), target.timeoutMs), { cause: error })
   } finally {

@@ -2,10 +2,16 @@
 // row per cluster, an unreadable one with its error; the fleet summary; -o json; the exit codes.
 
 import t from 'tap'
+import { spawn } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
 import { mapBounded } from '../../../src/cli/fleet.ts'
 import { ClusterAccessError, type ClusterTarget } from '../../../src/cli/io.ts'
 import { ClusterState, toIPAddressRecord, toServiceCIDRRecord } from '../../../src/policy/state.ts'
-import { fixture, run } from '../../helpers/cli.ts'
+import { fixture, root, run } from '../../helpers/cli.ts'
+import { standIn } from '../../support/apiserver.ts'
 
 function state(serviceCIDRs: Record<string, string[]>, addresses: string[] = []): ClusterState {
   const cluster = new ClusterState()
@@ -111,4 +117,44 @@ t.test('usage errors: an unknown context, both ways of naming contexts, --parall
   t.strictSame(forever.liveReads, [], 'nothing is read')
   const files = await run(['audit', '--policy', fixture.gkePolicy, '--cluster', fixture.gkeCluster, '--context', 'prod-eu'], { live, contexts })
   t.equal(files.code, 2)
+})
+
+/** An apiserver serving ServiceCIDRs in v1, holding only the default one. */
+const oneServiceCIDR = (): ReturnType<typeof standIn> => standIn((request) => {
+  const url = request.url ?? ''
+  if (url === '/apis') return { status: 200, body: { kind: 'APIGroupList', groups: [{ name: 'networking.k8s.io', versions: [{ groupVersion: 'networking.k8s.io/v1', version: 'v1' }] }] } }
+  if (url === '/apis/networking.k8s.io/v1') return { status: 200, body: { kind: 'APIResourceList', groupVersion: 'networking.k8s.io/v1', resources: [{ name: 'servicecidrs', namespaced: false, kind: 'ServiceCIDR', verbs: ['list'] }] } }
+  if (url.startsWith('/apis/networking.k8s.io/v1/servicecidrs')) return { status: 200, body: { metadata: {}, items: [{ metadata: { name: 'kubernetes' }, spec: { cidrs: ['34.118.224.0/28'] } }] } }
+  return { status: 200, body: { metadata: {}, items: [] } }
+})
+
+// A context whose credential plugin waits for a login (users[].user.exec) is given up at --timeout
+// like a cluster that does not answer; and the process, whose event loop the plugin would hold until
+// it ends, exits when the command is done. So the command is run as a user runs it.
+t.test('a credential plugin that does not return: its row at --timeout, the others printed, and the process exits', async (t) => {
+  const api = await oneServiceCIDR()
+  const dir = mkdtempSync(join(tmpdir(), 'servicecidr-guard-fleet-'))
+  t.teardown(async () => {
+    await api.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const server = api.kubeConfig.getCurrentCluster()?.server ?? ''
+  const path = join(dir, 'kubeconfig')
+  writeFileSync(path, JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
+    users: [{ name: 'ok', user: { token: 't' } }, { name: 'sso', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'sleep', args: ['20'], interactiveMode: 'Never' } } }],
+    contexts: [{ name: 'good', context: { cluster: 'c', user: 'ok' } }, { name: 'login', context: { cluster: 'c', user: 'sso' } }],
+  }))
+  const child = spawn(process.execPath, ['src/main.ts', 'audit', '--policy', fixture.gkePolicy, '--kubeconfig', path, '--all-contexts', '--timeout', '1'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+  t.teardown(() => { child.kill() })
+  let stdout = ''
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  const started = performance.now()
+  const status = await Promise.race([new Promise<number | null>((resolve) => child.on('close', resolve)), delay(10_000, 'still running after 10 s', { ref: false })])
+  t.equal(status, 3, 'a cluster could not be read')
+  t.ok(performance.now() - started < 6000, 'done within a few seconds of the 1 s deadline, not when the plugin ends (20 s)')
+  t.match(stdout, new RegExp(`^good +${server} +1 +0 +0 +clean$`, 'm'))
+  t.match(stdout, new RegExp(`^login +${server} +- +- +- +ERROR ${server}: no answer within 1 s$`, 'm'))
 })
