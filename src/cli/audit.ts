@@ -52,7 +52,8 @@ function printOne(context: CommandContext, policy: Policy, report: AuditReport, 
 
 async function auditFleet(context: CommandContext, policy: Policy, user: UserInfo, flags: Flags): Promise<void> {
   const known = context.io.contexts(flags.kubeconfig)
-  const names = flags.allContexts === true ? known.map((entry) => entry.name) : [...new Set(flags.context)]
+  // An invalid context is not a cluster, and kubectl skips it too; named with --context, it is a row with why.
+  const names = flags.allContexts === true ? known.filter((entry) => entry.invalid === undefined).map((entry) => entry.name) : [...new Set(flags.context)]
   const unknown = names.filter((name) => !known.some((entry) => entry.name === name))
   if (unknown.length > 0) {
     throw new UsageError(`the kubeconfig has no context ${unknown.map((name) => `"${name}"`).join(', ')} (it has: ${known.map((entry) => entry.name).join(', ') || 'none'})`)

@@ -23,6 +23,13 @@ export class ClusterAccessError extends Error {
   override name = 'ClusterAccessError'
 }
 
+export interface KubeconfigContext {
+  readonly name: string
+  readonly server: string
+  /** Why the context cannot be used; it has no server then. */
+  readonly invalid?: string
+}
+
 export interface CommandIO {
   readonly stdout: (text: string) => void
   readonly stderr: (text: string) => void
@@ -32,8 +39,11 @@ export interface CommandIO {
   readonly readCluster: (target: ClusterTarget) => Promise<ClusterState>
   /** Server-side applies a ClusterPolicyReport (audit --apply); throws ClusterAccessError. */
   readonly applyReport: (target: ClusterTarget, report: { metadata: { name: string } }) => Promise<void>
-  /** The contexts of a kubeconfig and their API servers (audit --all-contexts); throws on an unreadable kubeconfig. */
-  readonly contexts: (kubeconfig: string | undefined) => readonly { readonly name: string, readonly server: string }[]
+  /**
+   * The contexts of a kubeconfig and their API servers (audit --all-contexts), then those it has
+   * that are invalid, with why (a context with no cluster); throws on an unreadable kubeconfig.
+   */
+  readonly contexts: (kubeconfig: string | undefined) => readonly KubeconfigContext[]
   /** The time, for the timestamps of reports. */
   readonly now: () => Date
 }
@@ -104,8 +114,11 @@ export function processIO(): CommandIO {
     applyReport: (target, report) => withCluster(target, (kubeConfig, signal) => applyClusterPolicyReport(kubeConfig, report, signal)),
     contexts: (kubeconfig) => {
       // A fleet's kubeconfig needs no current context: each context is read on its own.
-      const kubeConfig = readKubeConfig(kubeconfig)
-      return contextNames(kubeConfig).map((name) => ({ name, server: serverOf(withContext(kubeConfig, name)) }))
+      const loaded = readKubeConfig(kubeconfig)
+      return [
+        ...contextNames(loaded.config).map((name) => ({ name, server: serverOf(withContext(loaded, name).config) })),
+        ...[...loaded.invalidContexts].map(([name, invalid]) => ({ name, server: '', invalid })),
+      ]
     },
     now: () => new Date(),
   }

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { mapBounded } from '../../../src/cli/fleet.ts'
-import { ClusterAccessError, type ClusterTarget } from '../../../src/cli/io.ts'
+import { ClusterAccessError, processIO, type ClusterTarget } from '../../../src/cli/io.ts'
+import { runCli } from '../../../src/cli/program.ts'
 import { ClusterState, toIPAddressRecord, toServiceCIDRRecord } from '../../../src/policy/state.ts'
 import { fixture, root, run } from '../../helpers/cli.ts'
 import { standIn } from '../../support/apiserver.ts'
@@ -157,4 +158,41 @@ t.test('a credential plugin that does not return: its row at --timeout, the othe
   t.ok(performance.now() - started < 6000, 'done within a few seconds of the 1 s deadline, not when the plugin ends (20 s)')
   t.match(stdout, new RegExp(`^good +${server} +1 +0 +0 +clean$`, 'm'))
   t.match(stdout, new RegExp(`^login +${server} +- +- +- +ERROR ${server}: no answer within 1 s$`, 'm'))
+})
+
+// `kubectl config set-context scratch --namespace=dev` writes a context with no cluster: client-node
+// refused the whole kubeconfig for it (exit 2 whatever was asked), as kubectl does not.
+t.test('a context with no cluster: the others are audited; asked for, it is a row that says why', async (t) => {
+  const api = await oneServiceCIDR()
+  const dir = mkdtempSync(join(tmpdir(), 'servicecidr-guard-fleet-'))
+  t.teardown(async () => {
+    await api.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const server = api.kubeConfig.getCurrentCluster()?.server ?? ''
+  const path = join(dir, 'kubeconfig')
+  writeFileSync(path, JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
+    users: [{ name: 'ok', user: { token: 't' } }],
+    contexts: [{ name: 'scratch', context: { cluster: '', user: '', namespace: 'dev' } }, { name: 'good', context: { cluster: 'c', user: 'ok' } }],
+  }))
+  const audit = async (...args: string[]): Promise<{ code: number, stdout: string, stderr: string }> => {
+    let stdout = ''
+    let stderr = ''
+    const io = { ...processIO(), stdout: (text: string) => { stdout += text }, stderr: (text: string) => { stderr += text } }
+    const code = await runCli(['audit', '--policy', fixture.gkePolicy, '--kubeconfig', path, ...args], io, '0.0.0-test')
+    return { code, stdout, stderr }
+  }
+  const good = await audit('--context', 'good')
+  t.equal(good.code, 0, good.stderr)
+  t.match(good.stdout, new RegExp(`^good +${server} +1 +0 +0 +clean$`, 'm'))
+  const all = await audit('--all-contexts')
+  t.equal(all.code, 0, 'every context that is a cluster')
+  t.strictSame(all.stdout.split('\n').slice(1, -3).map((line) => line.split(' ')[0]), ['good'])
+  const scratch = await audit('--context', 'scratch', '--context', 'good')
+  t.equal(scratch.code, 3, 'a context asked for could not be read')
+  t.match(scratch.stdout, /^scratch +- +- +- +ERROR the kubeconfig's context "scratch" names no cluster \(contexts\[0\]\.context\.cluster is empty\): set one with kubectl config set-context scratch --cluster NAME$/m)
+  t.match(scratch.stdout, new RegExp(`^good +${server} +1 +0 +0 +clean$`, 'm'))
 })

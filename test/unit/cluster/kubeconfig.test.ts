@@ -71,7 +71,7 @@ t.test('KUBECONFIG: missing files skipped, the first file to name something wins
   const first = write('first', kubeconfig({ a: 'https://10.0.0.1:6443' }))
   const second = write('second', kubeconfig({ a: 'https://10.9.9.9:6443', b: 'https://10.0.0.2:6443' }, 'b'))
   const env = { KUBECONFIG: [join(dir, 'missing'), first, second].join(':') }
-  const merged = readKubeConfig(undefined, env, emptyHome)
+  const merged = readKubeConfig(undefined, env, emptyHome).config
   t.same(merged.getContexts().map((context) => context.name), ['a', 'b'])
   t.equal(merged.getCurrentContext(), 'b', 'current-context from the first file that sets it')
   t.equal(merged.getCluster('a')?.server, 'https://10.0.0.1:6443', 'cluster a from the first file')
@@ -80,7 +80,7 @@ t.test('KUBECONFIG: missing files skipped, the first file to name something wins
 
 t.test('a kubeconfig without current-context reads for a fleet; read alone, it says what to do', (t) => {
   const fleet = write('fleet', kubeconfig({ east: 'https://10.0.0.1:6443', west: 'https://10.0.0.2:6443' }))
-  t.same(readKubeConfig(fleet).getContexts().map((context) => context.name), ['east', 'west'])
+  t.same(readKubeConfig(fleet).config.getContexts().map((context) => context.name), ['east', 'west'])
   t.throws(() => loadKubeConfig(fleet), { message: `the kubeconfig ${fleet} sets no current-context: set one, or name contexts with --context` })
   const empty = write('no-contexts', 'apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\n')
   t.throws(() => loadKubeConfig(empty), { message: `the kubeconfig ${empty} has no contexts` })
@@ -94,5 +94,25 @@ t.test('a plain HTTP server (kubectl proxy) is refused with what to do instead',
   t.throws(() => loadKubeConfig(proxy), { message: 'http://127.0.0.1:8001 is plain HTTP: servicecidr-guard reads an API server over HTTPS only (not through kubectl proxy); use the kubeconfig that kubectl itself uses' })
   const insecure = write('insecure', kubeconfig({ proxy: 'http://127.0.0.1:8001' }, 'proxy', ', insecure-skip-tls-verify: true'))
   t.equal(serverOf(loadKubeConfig(insecure)), 'http://127.0.0.1:8001', 'unless the kubeconfig turns TLS verification off, as client-node allows')
+  t.end()
+})
+
+// `kubectl config set-context scratch --namespace=dev` writes a context with no cluster; client-node
+// refused the whole file for it, kubectl uses the other contexts. The invalid one, asked for, says why.
+t.test('an invalid context is left out, the others read; asked for, it says what is wrong', (t) => {
+  const scratch = '- {name: scratch, context: {cluster: "", user: "", namespace: dev}}\n- {name: bare}\n'
+  const mixed = write('mixed', kubeconfig({ east: 'https://10.0.0.1:6443' }, 'east').replace('contexts:\n', `contexts:\n${scratch}`))
+  const loaded = readKubeConfig(mixed)
+  t.same(loaded.config.getContexts().map((context) => context.name), ['east'])
+  t.strictSame([...loaded.invalidContexts], [
+    ['scratch', 'the kubeconfig\'s context "scratch" names no cluster (contexts[0].context.cluster is empty): set one with kubectl config set-context scratch --cluster NAME'],
+    ['bare', 'the kubeconfig\'s context "bare" is empty (contexts[1] has no context)'],
+  ])
+  t.equal(serverOf(loadKubeConfig(mixed)), 'https://10.0.0.1:6443')
+  const current = write('current-scratch', `${kubeconfig({ east: 'https://10.0.0.1:6443' }).replace('contexts:\n', `contexts:\n${scratch}`)}current-context: scratch\n`)
+  t.throws(() => loadKubeConfig(current), { message: 'the kubeconfig\'s context "scratch" names no cluster (contexts[0].context.cluster is empty): set one with kubectl config set-context scratch --cluster NAME' },
+    'the current context, not "names no cluster for context"')
+  const env = { KUBECONFIG: [mixed, write('later', kubeconfig({ scratch: 'https://10.9.9.9:6443' }))].join(':') }
+  t.equal(readKubeConfig(undefined, env, emptyHome).invalidContexts.has('scratch'), true, 'merged, the first file to name a context wins, invalid or not')
   t.end()
 })
