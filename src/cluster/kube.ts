@@ -148,28 +148,35 @@ export const serverOf = (kubeConfig: KubeConfig): string => kubeConfig.getCurren
 /**
  * One line saying why a request to the cluster failed, for a person: the apiserver's own message
  * for an HTTP error, the network error (ECONNREFUSED, ENOTFOUND, a certificate problem) for a
- * connection that failed, and the deadline for one that took too long.
+ * connection that failed, and the deadline for one that took too long. One line whatever the
+ * error: a credential plugin's failure is its standard error ("error: token expired\nrun: gcloud
+ * auth login"), and a fleet audit prints one row a cluster. Cut at 1,000 characters, where
+ * statusMessage cuts a Status message.
  */
 export function describeClusterError(error: unknown, server: string, timeoutMs?: number): string {
+  return `${server}: ${oneLine(whyFailed(error, timeoutMs), 1000)}`
+}
+
+function whyFailed(error: unknown, timeoutMs: number | undefined): string {
   if (error instanceof ApiException) {
     const body: unknown = error.body
     const text = typeof body === 'string' ? body : typeof body === 'object' && body !== null && 'message' in body && typeof body.message === 'string' ? body.message : ''
     const message = statusMessage(text)
-    return `${server}: HTTP ${String(error.code)}${message === '' ? '' : `: ${message}`}`
+    return `HTTP ${String(error.code)}${message === '' ? '' : `: ${message}`}`
   }
   if (error instanceof ListError && error.status !== undefined) {
-    return `${server}: HTTP ${String(error.status)}${error.detail === undefined || error.detail === '' ? '' : `: ${error.detail}`}`
+    return `HTTP ${String(error.status)}${error.detail === undefined || error.detail === '' ? '' : `: ${error.detail}`}`
   }
   if (error instanceof Error && error.name === 'AbortError' && timeoutMs !== undefined) {
-    return `${server}: no answer within ${String(timeoutMs / 1000)} s`
+    return `no answer within ${String(timeoutMs / 1000)} s`
   }
   if (error instanceof Error) {
     // fetch wraps the network error: "fetch failed", cause { code: 'ECONNREFUSED', message }.
     const cause = error.cause
     const detail = cause instanceof Error ? (('code' in cause && typeof cause.code === 'string' ? `${cause.code}: ` : '') + cause.message) : error.message
-    return `${server}: ${error.message === 'fetch failed' ? `cannot connect: ${detail}` : detail}`
+    return error.message === 'fetch failed' ? `cannot connect: ${detail}` : detail
   }
-  return `${server}: ${String(error)}`
+  return String(error)
 }
 
 /** Written into every Pod that mounts a service account token. */

@@ -57,3 +57,13 @@ t.test('a ListError without a status (no cluster in the kubeconfig) reads as its
   t.equal(describeClusterError(new ListError('the kubeconfig names no cluster'), ''), ': the kubeconfig names no cluster')
   t.end()
 })
+
+// A credential plugin that fails is client-node's Error with the plugin's standard error as its
+// message, lines and all: one row a cluster in a fleet audit, so one line here.
+t.test('an error of many lines (a credential plugin\'s standard error) reads as one', (t) => {
+  t.equal(describeClusterError(new Error('error: token expired\nrun: gcloud auth login\n'), 'https://10.0.0.1'), 'https://10.0.0.1: error: token expired run: gcloud auth login')
+  const refused = new TypeError('fetch failed', { cause: Object.assign(new Error('certificate\nhas expired'), { code: 'CERT_HAS_EXPIRED' }) })
+  t.equal(describeClusterError(refused, 'https://10.0.0.1'), 'https://10.0.0.1: cannot connect: CERT_HAS_EXPIRED: certificate has expired')
+  t.equal(describeClusterError('a\r\nb', 'https://10.0.0.1'), 'https://10.0.0.1: a b')
+  t.end()
+})
