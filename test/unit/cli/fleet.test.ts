@@ -1,7 +1,7 @@
 // `audit --context ... / --all-contexts`: several clusters in one run, in parallel with a bound; one
 // row per cluster, an unreadable one with its error; the fleet summary; -o json; the exit codes.
 
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -129,10 +129,11 @@ const oneServiceCIDR = (): ReturnType<typeof standIn> => standIn((request) => {
   return { status: 200, body: { metadata: {}, items: [] } }
 })
 
-// A context whose credential plugin waits for a login (users[].user.exec) is given up at --timeout
-// like a cluster that does not answer; and the process, whose event loop the plugin would hold until
-// it ends, exits when the command is done. So the command is run as a user runs it.
-t.test('a credential plugin that does not return: its row at --timeout, the others printed, and the process exits', async (t) => {
+/**
+ * A kubeconfig file whose clusters are all one stand-in apiserver (oneServiceCIDR), with the users
+ * and contexts given; removed, with the apiserver, once the test ends.
+ */
+async function kubeconfigFile(t: Test, users: unknown[], contexts: unknown[]): Promise<{ server: string, path: string }> {
   const api = await oneServiceCIDR()
   const dir = mkdtempSync(join(tmpdir(), 'servicecidr-guard-fleet-'))
   t.teardown(async () => {
@@ -141,13 +142,17 @@ t.test('a credential plugin that does not return: its row at --timeout, the othe
   })
   const server = api.kubeConfig.getCurrentCluster()?.server ?? ''
   const path = join(dir, 'kubeconfig')
-  writeFileSync(path, JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
-    users: [{ name: 'ok', user: { token: 't' } }, { name: 'sso', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'sleep', args: ['20'], interactiveMode: 'Never' } } }],
-    contexts: [{ name: 'good', context: { cluster: 'c', user: 'ok' } }, { name: 'login', context: { cluster: 'c', user: 'sso' } }],
-  }))
+  writeFileSync(path, JSON.stringify({ apiVersion: 'v1', kind: 'Config', clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }], users, contexts }))
+  return { server, path }
+}
+
+// A context whose credential plugin waits for a login (users[].user.exec) is given up at --timeout
+// like a cluster that does not answer; and the process, whose event loop the plugin would hold until
+// it ends, exits when the command is done. So the command is run as a user runs it.
+t.test('a credential plugin that does not return: its row at --timeout, the others printed, and the process exits', async (t) => {
+  const { server, path } = await kubeconfigFile(t,
+    [{ name: 'ok', user: { token: 't' } }, { name: 'sso', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'sleep', args: ['20'], interactiveMode: 'Never' } } }],
+    [{ name: 'good', context: { cluster: 'c', user: 'ok' } }, { name: 'login', context: { cluster: 'c', user: 'sso' } }])
   const child = spawn(process.execPath, ['src/main.ts', 'audit', '--policy', fixture.gkePolicy, '--kubeconfig', path, '--all-contexts', '--timeout', '1'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
   t.teardown(() => { child.kill() })
   let stdout = ''
@@ -163,21 +168,9 @@ t.test('a credential plugin that does not return: its row at --timeout, the othe
 // `kubectl config set-context scratch --namespace=dev` writes a context with no cluster: client-node
 // refused the whole kubeconfig for it (exit 2 whatever was asked), as kubectl does not.
 t.test('a context with no cluster: the others are audited; asked for, it is a row that says why', async (t) => {
-  const api = await oneServiceCIDR()
-  const dir = mkdtempSync(join(tmpdir(), 'servicecidr-guard-fleet-'))
-  t.teardown(async () => {
-    await api.close()
-    rmSync(dir, { recursive: true, force: true })
-  })
-  const server = api.kubeConfig.getCurrentCluster()?.server ?? ''
-  const path = join(dir, 'kubeconfig')
-  writeFileSync(path, JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: 'c', cluster: { server, 'insecure-skip-tls-verify': true } }],
-    users: [{ name: 'ok', user: { token: 't' } }],
-    contexts: [{ name: 'scratch', context: { cluster: '', user: '', namespace: 'dev' } }, { name: 'good', context: { cluster: 'c', user: 'ok' } }],
-  }))
+  const { server, path } = await kubeconfigFile(t,
+    [{ name: 'ok', user: { token: 't' } }],
+    [{ name: 'scratch', context: { cluster: '', user: '', namespace: 'dev' } }, { name: 'good', context: { cluster: 'c', user: 'ok' } }])
   const audit = async (...args: string[]): Promise<{ code: number, stdout: string, stderr: string }> => {
     let stdout = ''
     let stderr = ''
