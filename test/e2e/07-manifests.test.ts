@@ -231,6 +231,9 @@ await file.spec('clean up: the namespaces created for the dry run are gone', asy
     }
     t.pass(`namespace ${name} is gone`)
   }
+  // Checked by the label it was created with, whether this run had to create any namespace or not.
+  const left = await cluster.core.listNamespace({ labelSelector: `e2e.servicecidr-guard.dev/spec=${context.spec}` })
+  t.same(left.items.map((namespace) => namespace.metadata?.name), [], 'no namespace this file created is left')
 })
 
 await finish(context)
