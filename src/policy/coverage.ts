@@ -31,6 +31,8 @@ export interface Orphans {
   readonly sample: readonly IPAddressRecord[]
   /** The CIDRs of the ServiceCIDR that hold them (one per family at most). */
   readonly blocked: readonly Prefix[]
+  /** Other ServiceCIDRs being deleted that overlap `blocked`: they would cover it, but cover nothing. */
+  readonly leaving: readonly string[]
 }
 
 export interface Interval {
@@ -58,7 +60,7 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
     view.cidrsOverlapping(prefix).filter((entry) => entry.record.name !== target.name && !entry.record.deleting)
   // An overlapping block with an equal or shorter prefix contains the whole CIDR.
   const hasParent = (prefix: Prefix): boolean => others(prefix).some((entry) => entry.prefix.bits <= prefix.bits)
-  if (target.cidrs.every(hasParent)) return { count: 0, sample: [], blocked: [] }
+  if (target.cidrs.every(hasParent)) return { count: 0, sample: [], blocked: [], leaving: [] }
 
   let count = 0
   const sample: IPAddressRecord[] = []
@@ -95,5 +97,8 @@ export function orphanedAddresses(view: ClusterView, target: ServiceCIDRRecord, 
       if (sample.length < sampleSize) sample.push(record)
     }
   }
-  return { count, sample, blocked }
+  const leaving = new Set(blocked.flatMap((prefix) => view.cidrsOverlapping(prefix))
+    .filter((entry) => entry.record.deleting && entry.record.name !== target.name)
+    .map((entry) => entry.record.name))
+  return { count, sample, blocked, leaving: [...leaving] }
 }

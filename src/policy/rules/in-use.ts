@@ -1,6 +1,5 @@
 import { orphanedAddresses } from '../coverage.ts'
-import { defaultServiceCIDRName, type ClusterView, type IPAddressRecord, type Policy } from '../types.ts'
-import type { Prefix } from '../ip.ts'
+import { defaultServiceCIDRName, type IPAddressRecord, type Policy } from '../types.ts'
 import type { DeleteRule } from './rule.ts'
 
 /** Who holds an address, for messages: "Service default/web (10.96.0.10)". */
@@ -41,11 +40,11 @@ function defaultRemedy(ranges: string): string {
   return `change --service-cluster-ip-range on every kube-apiserver to a range another ServiceCIDR holds (this is kube-apiserver's default ServiceCIDR, made from that flag, and it re-creates Service default/kubernetes in it), then delete the Services left in ${ranges}`
 }
 
-/** ServiceCIDRs being deleted that overlap `blocked`: they would cover it, but cover nothing (coverage.ts). */
-function leaving(view: ClusterView, target: string, blocked: readonly Prefix[]): string {
-  const names = new Set(blocked.flatMap((prefix) => view.cidrsOverlapping(prefix)).filter((entry) => entry.record.deleting && entry.record.name !== target).map((entry) => `"${entry.record.name}"`))
-  if (names.size === 0) return ''
-  return ` (ServiceCIDR ${[...names].join(', ')} ${names.size === 1 ? 'is' : 'are'} being deleted too, so ${names.size === 1 ? 'it does' : 'they do'} not count)`
+/** What `leaving` names (coverage.ts), as the message says it. */
+function alsoLeaving(names: readonly string[]): string {
+  if (names.length === 0) return ''
+  const quoted = names.map((name) => `"${name}"`).join(', ')
+  return ` (ServiceCIDR ${quoted} ${names.length === 1 ? 'is' : 'are'} being deleted too, so ${names.length === 1 ? 'it does' : 'they do'} not count)`
 }
 
 /**
@@ -57,7 +56,7 @@ export const inUse: DeleteRule = {
   needsState: (policy) => policy.deletion.requireUnused,
   check({ policy, target }, view) {
     if (!policy.deletion.requireUnused) return []
-    const { count, sample, blocked } = orphanedAddresses(view, target)
+    const { count, sample, blocked, leaving } = orphanedAddresses(view, target)
     if (count === 0) return []
     const listed = sample.map(holder).join(', ')
     const more = count > sample.length ? ` and ${count - sample.length} more` : ''
@@ -67,7 +66,7 @@ export const inUse: DeleteRule = {
       rule: 'InUse',
       field: 'metadata.name',
       message:
-        `ServiceCIDR "${target.name}" still has ${count} allocated address${count === 1 ? '' : 'es'} that no other ServiceCIDR covers: ${listed}${more}${leaving(view, target.name, blocked)}. ` +
+        `ServiceCIDR "${target.name}" still has ${count} allocated address${count === 1 ? '' : 'es'} that no other ServiceCIDR covers: ${listed}${more}${alsoLeaving(leaving)}. ` +
         `Move them off it first: ${next}; then delete again. ` +
         'Until then Kubernetes would keep the ServiceCIDR Terminating',
     }]

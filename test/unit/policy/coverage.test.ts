@@ -97,7 +97,7 @@ void t.test('orphanedAddresses is empty exactly when canDeleteCIDR says true (Te
 
 void t.test('orphanedAddresses: which addresses block, how many, which are shown', (t) => {
   const names = (records: readonly IPAddressRecord[]): string[] => records.map((record) => record.name)
-  const cases: { name: string, cidrs: ServiceCIDRRecord[], pending?: ServiceCIDRRecord[], ips: IPAddressRecord[], target: ServiceCIDRRecord, count: number, sample: string[] }[] = [
+  const cases: { name: string, cidrs: ServiceCIDRRecord[], pending?: ServiceCIDRRecord[], ips: IPAddressRecord[], target: ServiceCIDRRecord, count: number, sample: string[], leaving?: string[] }[] = [
     {
       name: 'addresses without the managed-by label never block',
       cidrs: [kubernetes('10.96.0.0/24')],
@@ -238,6 +238,7 @@ void t.test('orphanedAddresses: which addresses block, how many, which are shown
       target: kubernetes('10.96.0.0/24'),
       count: 1,
       sample: ['10.96.0.10'],
+      leaving: ['wide'],
     },
     {
       name: 'a Terminating ServiceCIDR of the same range covers nothing (kubectl delete servicecidr a b)',
@@ -246,6 +247,7 @@ void t.test('orphanedAddresses: which addresses block, how many, which are shown
       target: serviceCIDR('b', '10.100.0.0/24'),
       count: 1,
       sample: ['10.100.0.10'],
+      leaving: ['a'],
     },
     {
       name: 'a Terminating ServiceCIDR covers no part of a gap either',
@@ -254,6 +256,7 @@ void t.test('orphanedAddresses: which addresses block, how many, which are shown
       target: serviceCIDR('whole', '10.100.0.0/24'),
       count: 1,
       sample: ['10.100.0.200'],
+      leaving: ['high'],
     },
     {
       name: 'a ServiceCIDR admitted moments ago does not cover anything yet',
@@ -278,6 +281,7 @@ void t.test('orphanedAddresses: which addresses block, how many, which are shown
     const orphans = orphanedAddresses(view, tc.target)
     t.equal(orphans.count, tc.count, `${tc.name}: count`)
     t.same(names(orphans.sample), tc.sample, `${tc.name}: sample`)
+    t.same(orphans.leaving, tc.leaving ?? [], `${tc.name}: leaving`)
   }
   t.end()
 })
