@@ -36,7 +36,6 @@ export function ipAddressObject(value: bigint, index: number): ObjectLike {
 export const bigRange = '172.16.0.0/15'
 const bigRangeFirst = (172n << 24n) | (16n << 16n)
 
-
 export function buildState(serviceCIDRs: number, ipAddresses: number): ClusterState {
   const state = new ClusterState()
   state.replaceServiceCIDRs(serviceCIDRObjects(serviceCIDRs).flatMap((object) => toServiceCIDRRecord(object) ?? []))

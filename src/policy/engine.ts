@@ -18,7 +18,6 @@ import { apiserverUsername, defaultServiceCIDRName, type Bypass, type ClusterVie
 export const admitRules: readonly AdmitRule[] = [allowedRanges, deniedRanges, prefixLength, overlap]
 export const deleteRules: readonly DeleteRule[] = [protectedNames, inUse]
 
-
 /** Rules whose failure a suggested free range could fix. */
 const fixableByAnotherRange = new Set<Violation['rule']>(['AllowedRanges', 'DeniedRanges', 'Overlap', 'PrefixLength'])
 
