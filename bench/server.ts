@@ -47,6 +47,14 @@ const reviewer = createReviewer({
   cluster: { view: () => state, current: () => Promise.resolve(), reserve: (record) => { state.reserve(record, Date.now() + 10_000) }, release: (record) => { state.release(record) } },
   reservations: await buildReservations(),
 })
+// As serve does once the cache has first synced, before the replica is ready (src/server/heap.ts);
+// builds from before it take reviews with the start-up's garbage still being marked.
+try {
+  const { collectStartupGarbage } = await import('../src/server/heap.ts')
+  collectStartupGarbage()
+} catch {
+  // A build from before src/server/heap.ts.
+}
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
 const app = buildWebhookApp({ logger, decisions, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
 await app.listen({ host: '127.0.0.1', port: Number(port ?? 0) })

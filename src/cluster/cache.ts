@@ -32,6 +32,11 @@ export interface ClusterCacheOptions {
    * apiserver that is gone, and the replica would stay unready all that time.
    */
   readonly discoveryTimeoutMs?: number
+  /**
+   * Called once, when both reflectors have first listed: in the same turn as `synced` becomes true,
+   * so nothing that reads readiness or the view runs between the two.
+   */
+  readonly onFirstSync?: () => void
 }
 
 /**
@@ -89,6 +94,7 @@ export class ClusterCache {
   /** Aborted by stop(): ends discovery in flight and the wait before its next attempt. */
   private readonly stopping = new AbortController()
   private starting: Promise<void> | undefined
+  private firstSynced = false
   version: string | undefined
   private discoveryError: string | undefined
 
@@ -134,6 +140,11 @@ export class ClusterCache {
       log,
       now: this.now,
       watchSeconds: this.options.watchSeconds ?? watchSecondsWithin(this.reviewStaleAfterMs),
+      onListed: () => {
+        if (this.firstSynced || !this.reflectors.every((reflector) => reflector.synced)) return
+        this.firstSynced = true
+        this.options.onFirstSync?.()
+      },
     }
     this.reflectors = [
       new Reflector({ ...common, resource: { group, version, plural: 'servicecidrs' }, sink: serviceCIDRSink(this.state, this.options.onServiceCIDR ?? (() => undefined)) }),

@@ -37,6 +37,8 @@ export interface ReflectorOptions<R> {
    */
   readonly watchSeconds?: number
   readonly backoff?: { readonly initialMs: number, readonly maxMs: number }
+  /** Called after each completed list, once the sink holds it and `synced` is true. */
+  readonly onListed?: () => void
 }
 
 interface WatchEvent {
@@ -328,6 +330,7 @@ export class Reflector<R> {
     this.lastError = undefined
     this.lists++
     log.info({ resource: resource.plural, version: resource.version, count: records.length, resourceVersion: this.resourceVersion }, 'listed')
+    this.options.onListed?.()
   }
 
   /**

@@ -88,6 +88,32 @@ t.test('lastError: what keeps the cache from syncing now, not what failed before
   t.equal(cache.lastError, undefined, 'the discovery that failed at first is not reported once synced')
 })
 
+t.test('onFirstSync: called once, when both resources have first listed, with the cache already Synced', async (t) => {
+  let ipAddressLists = 0
+  let heldList: ServerResponse | undefined
+  const apiserver = await standIn((request) => {
+    const url = request.url ?? ''
+    if (url.startsWith('/apis/networking.k8s.io/v1/ipaddresses')) {
+      if (!url.includes('watch=true') && ipAddressLists++ === 0) return (response) => { heldList = response }
+      // The first watch is refused as expired (410): the reflector lists again.
+      if (url.includes('watch=true') && ipAddressLists === 1) return { status: 410, body: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } }
+    }
+    return discovery(url) ?? emptyList(url)
+  })
+  t.teardown(() => apiserver.close())
+  const states: string[] = []
+  const cache: ClusterCache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, onFirstSync: () => { states.push(cache.syncState) } })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => apiserver.requests.some((url) => url.includes('/servicecidrs?') && url.includes('watch=true')))
+  await until(() => heldList !== undefined)
+  t.same(states, [], 'not called while the IPAddresses are still being listed')
+  heldList?.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'List', metadata: { resourceVersion: '5' }, items: [] }))
+  // The second list has completed: the IPAddresses were listed again.
+  await until(() => cache.relists === 1)
+  t.same(states, ['Synced'], 'called once, in the turn the cache became Synced; not again at the re-list')
+})
+
 t.test('lastError: a LIST that fails says which and why', async (t) => {
   const apiserver = await standIn((request) => {
     if ((request.url ?? '').startsWith('/apis/networking.k8s.io/v1/ipaddresses')) {
