@@ -33,8 +33,9 @@ export interface ClusterCacheOptions {
    */
   readonly discoveryTimeoutMs?: number
   /**
-   * Called once, when both reflectors have first listed: in the same turn as `synced` becomes true,
-   * so nothing that reads readiness or the view runs between the two.
+   * Called once, when both reflectors have first listed, in the turn the second list completes:
+   * nothing that reads readiness or the view runs between that list and the call. What it throws
+   * is logged, and the cache goes on: it is not the list's failure.
    */
   readonly onFirstSync?: () => void
 }
@@ -143,7 +144,11 @@ export class ClusterCache {
       onListed: () => {
         if (this.firstSynced || !this.reflectors.every((reflector) => reflector.synced)) return
         this.firstSynced = true
-        this.options.onFirstSync?.()
+        try {
+          this.options.onFirstSync?.()
+        } catch (error) {
+          log.warn({ err: error }, 'onFirstSync failed')
+        }
       },
     }
     this.reflectors = [

@@ -31,7 +31,7 @@ export interface Orphans {
   readonly sample: readonly IPAddressRecord[]
   /** The CIDRs of the ServiceCIDR that hold them (one per family at most). */
   readonly blocked: readonly Prefix[]
-  /** Other ServiceCIDRs being deleted that overlap `blocked`: they would cover it, but cover nothing. */
+  /** Other ServiceCIDRs being deleted that overlap `blocked`: they would cover part or all of it, but cover nothing. */
   readonly leaving: readonly string[]
 }
 

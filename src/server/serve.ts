@@ -89,14 +89,11 @@ export async function serve(options: ServeOptions): Promise<RunningServer> {
     reviewStaleAfterMs: reviewStaleAfterMs(options.reservationMs, options.staleAfterMs),
     onServiceCIDR: (record) => reservations?.observe(record),
     // Before the replica is ready, so that reviews do not start while the start-up is still being
-    // marked (src/server/heap.ts). It only makes reviews cheaper: should it fail, the replica serves.
+    // marked (src/server/heap.ts). It only makes reviews cheaper: should it throw, the cache logs
+    // it and the replica serves.
     onFirstSync: () => {
-      try {
-        const collected = collectStartupGarbage()
-        logger.info({ ms: Math.round(collected.ms), heapUsedMiB: Math.round(collected.heapUsedAfter / 1048576) }, 'cache synced; start-up garbage collected before the replica is ready')
-      } catch (error) {
-        logger.warn({ err: error }, 'cache synced; the start-up garbage could not be collected')
-      }
+      const collected = collectStartupGarbage()
+      logger.info({ ms: Math.round(collected.ms), heapUsedMiB: Math.round(collected.heapUsedAfter / 1048576) }, 'cache synced; start-up garbage collected before the replica is ready')
     },
   })
   const metrics = new Metrics({ state: cache.state, synced: () => cache.synced, relists: () => cache.relists, sweepReservations: () => reservations?.sweep() })

@@ -114,6 +114,22 @@ t.test('onFirstSync: called once, when both resources have first listed, with th
   t.same(states, ['Synced'], 'called once, in the turn the cache became Synced; not again at the re-list')
 })
 
+t.test('onFirstSync: what it throws is logged, and is not the list\'s failure', async (t) => {
+  const apiserver = await standIn((request) => discovery(request.url) ?? emptyList(request.url))
+  t.teardown(() => apiserver.close())
+  const warnings: string[] = []
+  const log = { ...silent, warn: (_object: object, message: string) => { warnings.push(message) } }
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log, onFirstSync: () => { throw new Error('broken') } })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  await until(() => warnings.length > 0)
+  await delay(100)
+  t.same(warnings, ['onFirstSync failed'])
+  t.equal(cache.syncState, 'Synced')
+  t.equal(cache.lastError, undefined)
+  t.equal(cache.relists, 0, 'nothing listed again')
+})
+
 t.test('lastError: a LIST that fails says which and why', async (t) => {
   const apiserver = await standIn((request) => {
     if ((request.url ?? '').startsWith('/apis/networking.k8s.io/v1/ipaddresses')) {

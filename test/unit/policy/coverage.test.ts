@@ -259,6 +259,15 @@ void t.test('orphanedAddresses: which addresses block, how many, which are shown
       leaving: ['high'],
     },
     {
+      name: 'Terminating ServiceCIDRs over both families of a dual-stack one: each named once',
+      cidrs: [terminating(serviceCIDR('old-both', '10.100.0.0/16', 'fd00:100::/64')), terminating(serviceCIDR('old-v6', 'fd00:100::/112'))],
+      ips: [ipAddress('10.100.0.10'), ipAddress('fd00:100::10')],
+      target: serviceCIDR('both', '10.100.0.0/24', 'fd00:100::/120'),
+      count: 2,
+      sample: ['10.100.0.10', 'fd00:100::10'],
+      leaving: ['old-both', 'old-v6'],
+    },
+    {
       name: 'a ServiceCIDR admitted moments ago does not cover anything yet',
       cidrs: [kubernetes('10.96.0.0/24')],
       pending: [serviceCIDR('wide', '10.96.0.0/16')],

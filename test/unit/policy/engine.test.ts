@@ -492,6 +492,14 @@ const cases: Case[] = [
     message: ['no other ServiceCIDR covers: Service team-a/web (10.100.0.5), Service team-a/api (10.100.0.6) (ServiceCIDR "leaving" is being deleted too, so it does not count). Move them off it first'],
   },
   {
+    name: 'DELETE in use, where two Terminating ServiceCIDRs cover the addresses: both named',
+    cluster: { ...base, serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/16'), serviceCIDR('extra', '10.100.0.0/24'), terminating(serviceCIDR('leaving', '10.100.0.0/16')), terminating(serviceCIDR('going', '10.100.0.0/25'))] },
+    request: remove('extra', ['10.100.0.0/24']),
+    allowed: false,
+    violations: [['InUse', 'metadata.name']],
+    message: ['Service team-a/api (10.100.0.6) (ServiceCIDR "leaving", "going" are being deleted too, so they do not count). Move them off it first'],
+  },
+  {
     name: 'DELETE before the cache synced fails closed',
     cluster: 'unsynced',
     request: remove('leaving', ['10.101.0.0/24']),
