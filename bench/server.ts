@@ -2,6 +2,11 @@
 // ranges recorded in a shared reservation Lease held in memory) over a synthetic cluster, in its own
 // process. Started by bench/run.ts, which sends it the load.
 
+// Loaded as serve loads it (its cache's reflectors and the Lease's client use it): ~24 MiB of heap
+// that every replica holds. Only the Lease's client loaded it here before, so the server without
+// the shared Lease was lighter than any replica, and a review cost it 10-17% less CPU than with the
+// library loaded (docs/benchmarks.md, "Twenty-first pass").
+import '@kubernetes/client-node'
 import { readFileSync } from 'node:fs'
 import { pino, type Logger } from 'pino'
 import { createReviewer, type ReservationPort } from '../src/admission/reviewer.ts'
