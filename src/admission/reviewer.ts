@@ -4,7 +4,7 @@
 
 import { decide, decideService, unconfirmed } from '../policy/engine.ts'
 import { withReservations, type ReservedRange } from '../policy/reservations.ts'
-import { toServiceCIDRRecord } from '../policy/state.ts'
+import { requestedServiceCIDR } from '../policy/state.ts'
 import type { ClusterView, Decision, Policy, ReviewRequest, ServiceCIDRRecord, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
 import { decodeReview, encodeDecision, encodeError, type AdmissionReviewOut } from './review.ts'
@@ -81,7 +81,7 @@ function verdictOf(decision: Decision): Verdict {
 function reservable(request: ReviewRequest, decision: Decision): ServiceCIDRRecord | undefined {
   const { object, operation, dryRun } = request
   if (!decision.allowed || dryRun || object === undefined || decision.bypass === 'MetadataOnly' || (operation !== 'CREATE' && operation !== 'UPDATE')) return undefined
-  return toServiceCIDRRecord({ metadata: { name: request.name }, spec: { cidrs: object.cidrs } })
+  return requestedServiceCIDR(request.name, object.cidrs)
 }
 
 export function createReviewer({ policy, cluster, reservations }: ReviewerOptions): Reviewer {

@@ -12,7 +12,7 @@ import { prefixLength } from './rules/prefix-length.ts'
 import { protectedNames } from './rules/protected-names.ts'
 import type { AdmitRule, CheckedCIDR, DeleteRule } from './rules/rule.ts'
 import { validateName, validateSpec, validateUpdate } from './rules/valid-cidrs.ts'
-import { toServiceCIDRRecord } from './state.ts'
+import { requestedServiceCIDR } from './state.ts'
 import { apiserverUsername, defaultServiceCIDRName, type Bypass, type ClusterView, type Decision, type Policy, type ReviewRequest, type ServiceCIDRRecord, type ServiceReviewRequest, type Violation } from './types.ts'
 
 export const admitRules: readonly AdmitRule[] = [allowedRanges, deniedRanges, prefixLength, overlap]
@@ -201,7 +201,7 @@ export function decide(policy: Policy, view: ClusterView | undefined, request: R
       // kube-apiserver sends the object being deleted as oldObject; fall back to the cache. One with
       // no CIDR that parses is no better than none: read as the target, it covered no address, and
       // the in-use check passed whatever the range held.
-      const sent = oldObject && toServiceCIDRRecord({ metadata: { name }, spec: { cidrs: oldObject.cidrs } })
+      const sent = oldObject && requestedServiceCIDR(name, oldObject.cidrs)
       const target = sent !== undefined && sent.cidrs.length > 0 ? sent : view?.serviceCIDR(name)
       if (target === undefined) {
         const violation = view === undefined ? stateUnknown('oldObject') : { rule: 'ClusterStateUnknown' as const, field: 'oldObject', message: 'the DELETE request carries no oldObject with a valid CIDR and the ServiceCIDR is not in the cache' }

@@ -2,7 +2,7 @@
 // ServiceCIDRs on top of a cluster view. Pure: the caller reads them from wherever they are shared
 // and passes them in, so `decide` stays a function of its arguments.
 
-import { holdsCIDRs, toServiceCIDRRecord } from './state.ts'
+import { holdsCIDRs, requestedServiceCIDR } from './state.ts'
 import type { AddressRange, ClusterView, PlacedCIDR, ServiceCIDRRecord } from './types.ts'
 
 /**
@@ -31,8 +31,7 @@ export function withReservations(view: ClusterView, reservations: Iterable<Reser
     if (view.pendingServiceCIDRHolding(range.name, range.cidrs) !== undefined) continue
     const shown = view.serviceCIDR(range.name)
     if (shown !== undefined && holdsCIDRs(shown, range.cidrs)) continue
-    const record = toServiceCIDRRecord({ metadata: { name: range.name }, spec: { cidrs: range.cidrs } })
-    if (record !== undefined) (extra ??= []).push(record)
+    ;(extra ??= []).push(requestedServiceCIDR(range.name, range.cidrs))
   }
   if (extra === undefined) return view
   const pending = [...view.pendingServiceCIDRs(), ...extra]

@@ -44,6 +44,28 @@ export function toServiceCIDRRecord(object: ObjectLike): ServiceCIDRRecord | und
 }
 
 /**
+ * The record of a ServiceCIDR a request names, as toServiceCIDRRecord reads one (never deleting),
+ * for the review that holds it: the reviewer's reservation, a DELETE's oldObject, the shared
+ * Lease's ranges. Built from literals of its own, not toServiceCIDRRecord's: V8 decides for each
+ * literal in the source whether what it creates starts in the old generation, from how much of it
+ * survived a collection (allocation-site pretenuring). A cache that loads a few hundred
+ * ServiceCIDRs at once makes toServiceCIDRRecord's literals old; a review's record made there was
+ * then allocated old, and kept its young parts alive until the next full collection: 190 bytes
+ * promoted a review and a mark-compact every second under load (docs/benchmarks.md,
+ * "Twenty-second pass").
+ */
+export function requestedServiceCIDR(name: string, texts: readonly string[]): ServiceCIDRRecord {
+  const cidrs: Prefix[] = []
+  const invalid: string[] = []
+  for (const text of texts) {
+    const parsed = parseCIDR(text)
+    if (parsed.ok) cidrs.push(parsed.value)
+    else invalid.push(text)
+  }
+  return { name, cidrs, invalid, deleting: false }
+}
+
+/**
  * Keeps one copy of strings that many records repeat (namespaces, groups, label values): 100,000
  * IPAddresses parsed from JSON otherwise hold 100,000 copies of "default".
  */

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { Family } from '../../../src/policy/ip.ts'
-import { allocatorManaged, ClusterState, toIPAddressRecord, toServiceCIDRRecord } from '../../../src/policy/state.ts'
+import { allocatorManaged, ClusterState, requestedServiceCIDR, toIPAddressRecord, toServiceCIDRRecord } from '../../../src/policy/state.ts'
 import type { AddressRange, IPAddressRecord } from '../../../src/policy/types.ts'
 import { ipAddress, serviceCIDR } from '../../support/fixtures.ts'
 
@@ -17,6 +17,13 @@ void t.test('toServiceCIDRRecord', (t) => {
   t.same(record && { ...record, cidrs: record.cidrs.map((cidr) => cidr.text) }, { name: 'extra', cidrs: ['10.0.0.0/24'], invalid: ['FD00::/64'], deleting: true }, 'invalid CIDRs are kept aside; deletionTimestamp means Terminating')
   t.equal(toServiceCIDRRecord({ metadata: { name: 'a', deletionTimestamp: null } })?.deleting, false, 'a null deletionTimestamp is not set')
   t.same(toServiceCIDRRecord({ metadata: { name: 'a' } }), { name: 'a', cidrs: [], invalid: [], deleting: false }, 'no spec')
+  t.end()
+})
+
+void t.test('requestedServiceCIDR reads the CIDRs as toServiceCIDRRecord does', (t) => {
+  for (const cidrs of [[], ['10.0.0.0/24'], ['10.0.0.0/24', 'FD00::/64'], ['fd00::/64', '10.0.0.0/24'], ['10.0.0.1/24', '', '010.0.0.0/8']]) {
+    t.same(requestedServiceCIDR('extra', cidrs), toServiceCIDRRecord({ metadata: { name: 'extra' }, spec: { cidrs } }), JSON.stringify(cidrs))
+  }
   t.end()
 })
 
