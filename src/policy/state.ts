@@ -48,10 +48,10 @@ export function toServiceCIDRRecord(object: ObjectLike): ServiceCIDRRecord | und
  * for the review that holds it: the reviewer's reservation, a DELETE's oldObject, the shared
  * Lease's ranges. Built from literals of its own, not toServiceCIDRRecord's: V8 decides for each
  * literal in the source whether what it creates starts in the old generation, from how much of it
- * survived a collection (allocation-site pretenuring). A cache that loads a few hundred
- * ServiceCIDRs at once makes toServiceCIDRRecord's literals old; a review's record made there was
- * then allocated old, and kept its young parts alive until the next full collection: 190 bytes
- * promoted a review and a mark-compact every second under load (docs/benchmarks.md,
+ * survived a collection (allocation-site pretenuring). A cache that loads many ServiceCIDRs at
+ * once (the bench's 1,001) makes toServiceCIDRRecord's literals old; a review's record made there
+ * was then allocated old, and kept its young parts alive until the next full collection: 190 bytes
+ * promoted a review and a mark-compact about every second under load (docs/benchmarks.md,
  * "Twenty-second pass").
  */
 export function requestedServiceCIDR(name: string, texts: readonly string[]): ServiceCIDRRecord {
