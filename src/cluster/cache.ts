@@ -5,7 +5,7 @@ import type { KubeConfig } from '@kubernetes/client-node'
 import { ClusterState, StringPool, toIPAddressRecord, toServiceCIDRRecord } from '../policy/state.ts'
 import type { ClusterView, IPAddressRecord, ServiceCIDRRecord } from '../policy/types.ts'
 import { discoverVersion, group } from './api.ts'
-import { Backoff, Reflector, sleep, type Log, type ReflectorSink } from './reflector.ts'
+import { Backoff, Reflector, resumeWatchSeconds, sleep, type Log, type ReflectorSink } from './reflector.ts'
 
 export interface ClusterCacheOptions {
   readonly kubeConfig: KubeConfig
@@ -22,7 +22,7 @@ export interface ClusterCacheOptions {
    * replica is still Synced (reviewStaleAfterMs in src/server/serve.ts); at most staleAfterMs.
    */
   readonly reviewStaleAfterMs?: number
-  /** How long current() waits for a view that is not current (default 1000 ms; see current()). */
+  /** How long current() waits for a view that is not current (default defaultCurrentWaitMs; see current()). */
   readonly currentWaitMs?: number
   /** Each watch's timeoutSeconds (default: watchSecondsWithin the time reviews trust a view). */
   readonly watchSeconds?: number
@@ -51,6 +51,16 @@ export interface ClusterCacheOptions {
 export function watchSecondsWithin(reviewStaleAfterMs: number): number {
   return Math.min(25, Math.max(1, Math.ceil(reviewStaleAfterMs / 1000) - 2))
 }
+
+/**
+ * How long current() waits by default. The first proof after an outage that the view is current
+ * is the end of the watch a review woke, which asks kube-apiserver for resumeWatchSeconds (1 s) in
+ * a quiet cluster: a wait of exactly that (1,000 ms, before) ended just before it, and the first
+ * review after every kube-apiserver restart was refused (the e2e suite's 05-faults, once in CI).
+ * 500 ms more for that watch's request and the end of its answer. With the shared reservation's
+ * deadline (3 s), a review still ends inside the webhook's timeoutSeconds (5 s).
+ */
+export const defaultCurrentWaitMs = resumeWatchSeconds * 1000 + 500
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
 
@@ -211,14 +221,14 @@ export class ClusterCache {
   /**
    * Resolves once the view can be trusted, or after currentWaitMs. A review that finds the view
    * stale or still syncing has woken the reflectors waiting out a retry back-off (view()), and
-   * waits for them here, briefly: well inside the webhook's timeoutSeconds (5 s) with the shared
-   * reservation's deadline (3 s). Without this, the first reviews after a kube-apiserver restart
+   * waits for them here, briefly (defaultCurrentWaitMs): inside the webhook's timeoutSeconds (5 s)
+   * with the shared reservation's deadline (3 s). Without this, the first reviews after a kube-apiserver restart
    * longer than staleAfterMs are refused as "not finished reading" until the back-off ends.
    */
   async current(): Promise<void> {
     const settled = (): boolean => this.reviewable || this.stopped()
     if (settled() || this.reflectors.length === 0) return
-    const deadline = Date.now() + (this.options.currentWaitMs ?? 1000)
+    const deadline = Date.now() + (this.options.currentWaitMs ?? defaultCurrentWaitMs)
     while (!settled() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
   }
 

@@ -143,7 +143,7 @@ function wakeable(error: unknown): boolean {
  * event, is the first proof since the failure that the view is current, and reviews wait for one
  * (see Reflector.staleFor).
  */
-const resumeWatchSeconds = 1
+export const resumeWatchSeconds = 1
 
 /** A wait that doubles at each failure, up to a maximum, and starts over at reset(). */
 export class Backoff {

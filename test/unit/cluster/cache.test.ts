@@ -24,10 +24,11 @@ const discovery = (url: string | undefined): { status: number, body: unknown } |
 }
 
 /** A watch kube-apiserver ends at its timeoutSeconds, with no event. */
-const endedAtTimeout = (url: string) => (response: ServerResponse): void => {
+/** A quiet watch, ended at its timeoutSeconds, and `lateMs` after it (kube-apiserver counts from when it began serving it). */
+const endedAtTimeout = (url: string, lateMs = 0) => (response: ServerResponse): void => {
   const seconds = Number(new URL(url, 'http://x').searchParams.get('timeoutSeconds') ?? 25)
   response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
-  const timer = setTimeout(() => { response.end() }, seconds * 1000)
+  const timer = setTimeout(() => { response.end() }, seconds * 1000 + lateMs)
   response.on('close', () => { clearTimeout(timer) })
 }
 
@@ -248,6 +249,43 @@ t.test('a view without an open watch for longer than reviewStaleAfterMs is not r
   // The watch's beginning is no proof: its end at the timeout it asks for after a failure (1 s) is.
   t.not(cache.view(), undefined, `reviewed from again once a watch has ended at its timeout (${String(Date.now() - waited)} ms)`)
   t.ok(Date.now() - waited < 2500, 'the review woke the watch out of its back-off, and that watch asked for a timeout of 1 s')
+})
+
+// The first review after an outage, in a quiet cluster: it wakes the watch, and the first proof
+// that the view is current is that watch's end at the 1 s it asks for after a failure. A default
+// wait shorter than that refused this review though kube-apiserver was back (the e2e suite's
+// kube-apiserver restart, 05-faults, once in CI: the CREATE right after it).
+t.test('the first review after an outage waits long enough, by default, for the watch it wakes', async (t) => {
+  let watches = 0
+  let watchRefused = true
+  const apiserver = await standIn((request) => {
+    const url = request.url ?? ''
+    if (url.includes('watch=true')) {
+      watches++
+      // kube-apiserver going away: the connection closed unanswered (watched again, not listed).
+      if (watchRefused) {
+        request.socket.destroy()
+        return undefined
+      }
+      // Back, and quiet: the watch ends at its timeoutSeconds, reaching the client 200 ms after it
+      // (a kube-apiserver just restarted, queuing requests and starting its watch cache).
+      return endedAtTimeout(url, 200)
+    }
+    return discovery(url) ?? emptyList(url)
+  })
+  t.teardown(() => apiserver.close())
+  const cache = new ClusterCache({ kubeConfig: apiserver.kubeConfig, log: silent, reviewStaleAfterMs: 300 })
+  t.teardown(() => cache.stop())
+  void cache.start()
+  // Both reflectors refused 5 times (as in the test above); each now waits out a 4 s back-off.
+  await until(() => watches >= 10)
+  await delay(100)
+  watchRefused = false
+  t.equal(cache.syncState, 'Synced', 'still Synced (ready), within staleAfterMs')
+  const waited = Date.now()
+  t.equal(cache.view(), undefined, 'the review finds the view untrusted, and wakes both watches')
+  await cache.current()
+  t.not(cache.view(), undefined, `one wait of the default length, and it is reviewed from (${String(Date.now() - waited)} ms)`)
 })
 
 // A watch whose connection died without a FIN or a reset is open, and silent, as a quiet one is:
