@@ -55,10 +55,10 @@ export function watchSecondsWithin(reviewStaleAfterMs: number): number {
 /**
  * How long current() waits by default. The first proof after an outage that the view is current
  * is the end of the watch a review woke, which asks kube-apiserver for resumeWatchSeconds (1 s) in
- * a quiet cluster: a wait of exactly that (1,000 ms, before) ended just before it, and the first
- * review after every kube-apiserver restart was refused (the e2e suite's 05-faults, once in CI).
- * 500 ms more for that watch's request and the end of its answer. With the shared reservation's
- * deadline (3 s), a review still ends inside the webhook's timeoutSeconds (5 s).
+ * a quiet cluster. A wait of exactly that (1,000 ms, before) ended just before it: a review that
+ * woke the watch after a kube-apiserver restart was refused (the e2e suite's 05-faults, once in
+ * CI). 500 ms more for that watch's request and the end of its answer. With the shared
+ * reservation's deadline (3 s), a review still ends inside the webhook's timeoutSeconds (5 s).
  */
 export const defaultCurrentWaitMs = resumeWatchSeconds * 1000 + 500
 
@@ -222,8 +222,9 @@ export class ClusterCache {
    * Resolves once the view can be trusted, or after currentWaitMs. A review that finds the view
    * stale or still syncing has woken the reflectors waiting out a retry back-off (view()), and
    * waits for them here, briefly (defaultCurrentWaitMs): inside the webhook's timeoutSeconds (5 s)
-   * with the shared reservation's deadline (3 s). Without this, the first reviews after a kube-apiserver restart
-   * longer than staleAfterMs are refused as "not finished reading" until the back-off ends.
+   * with the shared reservation's deadline (3 s). Without this, the first reviews after a
+   * kube-apiserver restart longer than staleAfterMs are refused as "not finished reading" until the
+   * back-off ends.
    */
   async current(): Promise<void> {
     const settled = (): boolean => this.reviewable || this.stopped()
