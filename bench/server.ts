@@ -4,8 +4,8 @@
 
 // Loaded as serve loads it (its cache's reflectors and the Lease's client use it): ~24 MiB of heap
 // that every replica holds. Only the Lease's client loaded it here before, so the server without
-// the shared Lease was lighter than any replica, and a review cost it 10-17% less CPU than with the
-// library loaded (docs/benchmarks.md, "Twenty-first pass").
+// the shared Lease was lighter than any replica. A larger heap costs a review CPU while full
+// collections run (docs/benchmarks.md, "Twenty-first pass"; the twenty-second found what ran them).
 import '@kubernetes/client-node'
 import { readFileSync } from 'node:fs'
 import { pino, type Logger } from 'pino'

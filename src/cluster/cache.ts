@@ -60,7 +60,7 @@ export function watchSecondsWithin(reviewStaleAfterMs: number): number {
  * CI). 500 ms more for that watch's request and the end of its answer. With the shared
  * reservation's deadline (3 s), a review still ends inside the webhook's timeoutSeconds (5 s).
  */
-export const defaultCurrentWaitMs = resumeWatchSeconds * 1000 + 500
+const defaultCurrentWaitMs = resumeWatchSeconds * 1000 + 500
 
 export type SyncState = 'Discovering' | 'Syncing' | 'Synced' | 'Stale' | 'Stopped'
 

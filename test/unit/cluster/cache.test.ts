@@ -23,8 +23,10 @@ const discovery = (url: string | undefined): { status: number, body: unknown } |
   return undefined
 }
 
-/** A watch kube-apiserver ends at its timeoutSeconds, with no event. */
-/** A quiet watch, ended at its timeoutSeconds, and `lateMs` after it (kube-apiserver counts from when it began serving it). */
+/**
+ * A watch kube-apiserver ends at its timeoutSeconds, with no event; its end reaching the client
+ * `lateMs` after that (kube-apiserver counts from when it began serving the watch).
+ */
 const endedAtTimeout = (url: string, lateMs = 0) => (response: ServerResponse): void => {
   const seconds = Number(new URL(url, 'http://x').searchParams.get('timeoutSeconds') ?? 25)
   response.writeHead(200, { 'content-type': 'application/json' }).flushHeaders()
