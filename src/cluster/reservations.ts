@@ -98,18 +98,20 @@ export interface SharedReservationsOptions {
 /** A review waiting for its reservation: answered once, by SharedReservations.settle. */
 class Waiter {
   settled = false
-  timer: NodeJS.Timeout | undefined
   readonly request: ReserveRequest
   readonly recheck: Recheck
   readonly startedAt: number
   readonly deadline: number
+  /** When the deadline's timer answers it, by the monotonic clock (performance.now), which timers keep. */
+  readonly dueAt: number
   readonly answer: (result: ReserveResult) => void
 
-  constructor(request: ReserveRequest, recheck: Recheck, startedAt: number, deadline: number, answer: (result: ReserveResult) => void) {
+  constructor(request: ReserveRequest, recheck: Recheck, startedAt: number, deadline: number, dueAt: number, answer: (result: ReserveResult) => void) {
     this.request = request
     this.recheck = recheck
     this.startedAt = startedAt
     this.deadline = deadline
+    this.dueAt = dueAt
     this.answer = answer
   }
 }
@@ -224,6 +226,15 @@ export class SharedReservations {
   private readonly maxEntries: number
   private readonly maxBytes: number
   private queue: Waiter[] = []
+  /**
+   * Every review not yet answered, in the order it came, which is the order of the deadlines (all
+   * are deadlineMs long), behind those answered since the last trim (before `first`). One timer
+   * serves them all, set for the first one's deadline: a timer per review, set and cleared, cost
+   * more than the queue itself.
+   */
+  private pending: Waiter[] = []
+  private first = 0
+  private deadlineTimer: NodeJS.Timeout | undefined
   /** A drain is scheduled or running: what queues meanwhile goes in its next batch. */
   private draining = false
   /** The Lease as this replica last read or wrote it. */
@@ -260,11 +271,15 @@ export class SharedReservations {
   reserve(request: ReserveRequest, recheck: Recheck): Promise<ReserveResult> {
     const startedAt = this.now()
     this.sweep(startedAt)
+    const { deadlineMs } = this.options
     const { promise, resolve } = Promise.withResolvers<ReserveResult>()
-    const waiter = new Waiter(request, recheck, startedAt, startedAt + this.options.deadlineMs, resolve)
+    const waiter = new Waiter(request, recheck, startedAt, startedAt + deadlineMs, performance.now() + deadlineMs, resolve)
     // A write still in flight at the deadline may yet succeed: the review has been answered by
     // then, and the entry expires like any other whose ServiceCIDR never appears.
-    waiter.timer = setTimeout(this.expire, this.options.deadlineMs, waiter)
+    if (this.deadlineTimer === undefined) this.deadlineTimer = setTimeout(this.expireDue, deadlineMs)
+    // Only a pending review keeps the process alive, as it did with a timer of its own.
+    else if (this.pending.length === this.first) this.deadlineTimer.ref()
+    this.pending.push(waiter)
     this.queue.push(waiter)
     if (!this.draining) {
       this.draining = true
@@ -280,7 +295,7 @@ export class SharedReservations {
   private settle(waiter: Waiter, result: ReserveResult): void {
     if (waiter.settled) return
     waiter.settled = true
-    clearTimeout(waiter.timer)
+    this.trim()
     // Answered before it is counted: a metric that throws must not cost the review its answer, nor,
     // from the deadline's timer or a batch's failure, the process.
     waiter.answer(result)
@@ -295,8 +310,38 @@ export class SharedReservations {
     void this.drain()
   }
 
-  private readonly expire = (waiter: Waiter): void => {
-    this.settle(waiter, { outcome: 'failed', reason: 'deadline', detail: `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s` })
+  /** Drops the answered reviews from the front of `pending`, so that its first is the next deadline. */
+  private trim(): void {
+    const { pending } = this
+    let { first } = this
+    while (first < pending.length && pending[first]?.settled === true) first++
+    if (first === pending.length) {
+      pending.length = 0
+      this.first = 0
+      // Left set, for the next review: it fires at worst once, early, and sets itself again.
+      this.deadlineTimer?.unref()
+      return
+    }
+    // Compacted once the answered half the array: each review is copied at most once.
+    if (first > 1024 && first * 2 > pending.length) {
+      this.pending = pending.slice(first)
+      first = 0
+    }
+    this.first = first
+  }
+
+  /** The deadline timer: answers every review whose deadline has come, then waits for the next. */
+  private readonly expireDue = (): void => {
+    this.deadlineTimer = undefined
+    // Timers round to the millisecond: one due within it is due.
+    const now = performance.now() + 1
+    const detail = `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s`
+    // settle() trims, so the first in `pending` is always the next unanswered review.
+    for (let waiter = this.pending[this.first]; waiter !== undefined && waiter.dueAt <= now; waiter = this.pending[this.first]) {
+      this.settle(waiter, { outcome: 'failed', reason: 'deadline', detail })
+    }
+    const next = this.pending[this.first]
+    if (next !== undefined) this.deadlineTimer = setTimeout(this.expireDue, Math.max(1, next.dueAt - now + 1))
   }
 
   /** The watch shows a ServiceCIDR: a reservation of ours for it has done its job. */

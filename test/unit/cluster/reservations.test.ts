@@ -248,6 +248,32 @@ t.test('deadline: a hung apiserver answers nothing; the review is answered in ti
   t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'the hung call did not hold the queue: the next review is recorded')
 })
 
+t.test('deadlines: one timer answers each waiting review at its own deadline, not at the first one\'s, and none is left waiting', async (t) => {
+  const store = new MemoryLeaseStore()
+  store.hang = true
+  const { reservations } = rig(store, { deadlineMs: 60 })
+  const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
+  // How long after it was made each review was answered, or 'unanswered' a second later.
+  const timed = async (name: string, cidr: string): Promise<number | 'unanswered'> => {
+    const began = performance.now()
+    const result = await Promise.race([reservations.reserve(request(name, [cidr]), always), sleep(1000).then(() => undefined)])
+    if (result === undefined) return 'unanswered'
+    // From the deadline's timer: a batch's call to kube-apiserver is bounded too, but later (the rig's
+    // clock stands still) and with another message.
+    t.same(result, { outcome: 'failed', reason: 'deadline', detail: 'recording it in Lease servicecidr-guard-system/servicecidr-guard-reservations took longer than 0.06 s' }, `${name} failed closed, by the deadline's timer`)
+    return performance.now() - began
+  }
+  const a = timed('a', '10.0.0.0/24')
+  await sleep(30)
+  const b = timed('b', '10.0.1.0/24')
+  // After both were answered: a review made when none waits gets a timer again.
+  await Promise.all([a, b])
+  const c = timed('c', '10.0.2.0/24')
+  for (const [name, took] of Object.entries({ a: await a, b: await b, c: await c })) {
+    t.ok(typeof took === 'number' && took >= 55 && took < 400, `${name} answered ${typeof took === 'number' ? `${took.toFixed(0)} ms after it was made` : 'never'}: at its deadline (60 ms), not before and not much later`)
+  }
+})
+
 t.test('one write in flight per replica: requests that arrive together go in one write, what queues meanwhile in the next, and never conflict', async (t) => {
   const store = new MemoryLeaseStore()
   store.latencyMs = 20
