@@ -322,7 +322,7 @@ export class SharedReservations {
       this.deadlineTimer?.unref()
       return
     }
-    // Compacted once the answered half the array: each review is copied at most once.
+    // Compacted once answered reviews fill more than half the array: a copy never moves more than it drops.
     if (first > 1024 && first * 2 > pending.length) {
       this.pending = pending.slice(first)
       first = 0

@@ -3,7 +3,8 @@
 // histogram's observe() (measured here: each call builds a labels object, validates and hashes it,
 // and keys the buckets by their bound printed as a string), and an admitted CREATE with the shared
 // Lease makes four such calls, and a fifth for its batch's Lease write. Here a series is found
-// through one Map per label, and an observation is an array increment. Metrics updated rarely stay prom-client's own.
+// through one Map per label, and an observation is an array increment. Metrics updated rarely
+// stay prom-client's own.
 
 import type { Metric, MetricValueWithName, Registry } from 'prom-client'
 
