@@ -333,15 +333,15 @@ export class SharedReservations {
   /** The deadline timer: answers every review whose deadline has come, then waits for the next. */
   private readonly expireDue = (): void => {
     this.deadlineTimer = undefined
-    // Timers round to the millisecond: one due within it is due.
-    const now = performance.now() + 1
+    const now = performance.now()
     const detail = `recording it in Lease ${this.where} took longer than ${String(this.options.deadlineMs / 1000)} s`
-    // settle() trims, so the first in `pending` is always the next unanswered review.
-    for (let waiter = this.pending[this.first]; waiter !== undefined && waiter.dueAt <= now; waiter = this.pending[this.first]) {
+    // settle() trims, so the first in `pending` is always the next unanswered review. Timers round
+    // to the millisecond: one due within it is due.
+    for (let waiter = this.pending[this.first]; waiter !== undefined && waiter.dueAt <= now + 1; waiter = this.pending[this.first]) {
       this.settle(waiter, { outcome: 'failed', reason: 'deadline', detail })
     }
     const next = this.pending[this.first]
-    if (next !== undefined) this.deadlineTimer = setTimeout(this.expireDue, Math.max(1, next.dueAt - now + 1))
+    if (next !== undefined) this.deadlineTimer = setTimeout(this.expireDue, Math.max(1, next.dueAt - now))
   }
 
   /** The watch shows a ServiceCIDR: a reservation of ours for it has done its job. */

@@ -2,6 +2,7 @@
 // preconditions as kube-apiserver does: one write per version, re-read and decide again on a
 // conflict, a bound on attempts, a deadline, expiry, and failing closed with a reason.
 
+import { setTimeout as delay } from 'node:timers/promises'
 import t from 'tap'
 import { formatReservations, maxAnnotationBytes, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
 import { StoreError } from '../../../src/cluster/lease.ts'
@@ -252,11 +253,10 @@ t.test('deadlines: one timer answers each waiting review at its own deadline, no
   const store = new MemoryLeaseStore()
   store.hang = true
   const { reservations } = rig(store, { deadlineMs: 60 })
-  const sleep = (ms: number): Promise<void> => new Promise((resolve) => { setTimeout(resolve, ms) })
   // How long after it was made each review was answered, or 'unanswered' a second later.
   const timed = async (name: string, cidr: string): Promise<number | 'unanswered'> => {
     const began = performance.now()
-    const result = await Promise.race([reservations.reserve(request(name, [cidr]), always), sleep(1000).then(() => undefined)])
+    const result = await Promise.race([reservations.reserve(request(name, [cidr]), always), delay(1000, undefined)])
     if (result === undefined) return 'unanswered'
     // From the deadline's timer: a batch's call to kube-apiserver is bounded too, but later (the rig's
     // clock stands still) and with another message.
@@ -264,7 +264,7 @@ t.test('deadlines: one timer answers each waiting review at its own deadline, no
     return performance.now() - began
   }
   const a = timed('a', '10.0.0.0/24')
-  await sleep(30)
+  await delay(30)
   const b = timed('b', '10.0.1.0/24')
   // After both were answered: a review made when none waits gets a timer again.
   await Promise.all([a, b])
