@@ -6,7 +6,8 @@
 #   hack/kind/e2e.sh                        (make e2e-kind)
 #   KIND_MODE=local hack/kind/e2e.sh        force the offline way (below)
 #   KIND_VARIANT=v1beta1 hack/kind/e2e.sh   Kubernetes 1.32, ServiceCIDR v1beta1 behind its gate (upstream only)
-#   KEEP_CLUSTER=1 hack/kind/e2e.sh         keep the cluster afterwards (a second run reuses it)
+#   KEEP_CLUSTER=1 hack/kind/e2e.sh         keep the cluster afterwards; a second run with it reuses it
+#                                           (without it, a cluster found is deleted and made afresh)
 #
 # KIND_MODE chooses where the node image and cert-manager come from, the way hack/images/build.sh
 # chooses base images:
@@ -172,8 +173,16 @@ log "kind $("$kind" version | awk '{ print $2 }'), node image $node_image, $kind
 
 # --- cluster ------------------------------------------------------------------------------------
 phase cluster
+# A cluster of this name is reused only when this run keeps it too (KEEP_CLUSTER=1 again: a
+# developer's loop). Otherwise it is one a run left behind, kept or cut short (a machine restarted
+# mid-suite), with that run's objects in it: CI once reused such a cluster, and a left-over
+# ServiceCIDR failed the walkthrough. Such a cluster is deleted and a fresh one created.
+if "$kind" get clusters 2>/dev/null | grep -qx "$cluster" && [[ ${KEEP_CLUSTER:-} != 1 ]]; then
+  log "cluster '$cluster' exists, left by an earlier run: deleting it (KEEP_CLUSTER=1 would reuse it)"
+  "$kind" delete cluster --name "$cluster" >&2
+fi
 if "$kind" get clusters 2>/dev/null | grep -qx "$cluster"; then
-  log "cluster '$cluster' exists: reusing it (KEEP_CLUSTER=1 from an earlier run?)"
+  log "cluster '$cluster' exists: reusing it (KEEP_CLUSTER=1)"
   reused=true
   "$kind" get kubeconfig --name "$cluster" >"$kubeconfig"
 else

@@ -275,13 +275,14 @@ export class Cluster {
   }
 
   /**
-   * Removes everything a spec labelled: its Services first (releasing their addresses), then its
-   * ServiceCIDRs, waiting until they are gone. Run before a spec (left-overs of a crashed run) and
-   * after. The ServiceCIDRs are deleted a few at a time and then awaited together: each waits for
-   * kube-controller-manager's 10 s grace, so hundreds one after the other would take an hour.
+   * Removes everything a spec labelled (every spec's, without one): its Services first (releasing
+   * their addresses), then its ServiceCIDRs, waiting until they are gone. Run before a spec
+   * (left-overs of a crashed run) and after. The ServiceCIDRs are deleted a few at a time and then
+   * awaited together: each waits for kube-controller-manager's 10 s grace, so hundreds one after
+   * the other would take an hour.
    */
-  async cleanup(spec: string, timeoutMs = 180_000): Promise<void> {
-    const selector = `${specLabel}=${spec}`
+  async cleanup(spec?: string, timeoutMs = 180_000): Promise<void> {
+    const selector = spec === undefined ? specLabel : `${specLabel}=${spec}`
     const services = await this.core.listNamespacedService({ namespace: serviceNamespace, labelSelector: selector })
     for (const service of services.items) await this.deleteService(service.metadata?.name ?? '')
     const items = (await this.net.listServiceCIDR({ labelSelector: selector })).items
@@ -292,7 +293,7 @@ export class Cluster {
       for (let name = queue.shift(); name !== undefined; name = queue.shift()) await this.deleteServiceCIDR(name, 0)
     }))
     for (const name of held) await this.setHold(name, false)
-    await poll(`the ${String(names.length)} ServiceCIDR(s) of ${spec} to be deleted`, async () => (await this.net.listServiceCIDR({ labelSelector: selector })).items.length === 0, { timeoutMs, intervalMs: 1000 })
+    await poll(`the ${String(names.length)} ServiceCIDR(s) of ${spec ?? 'every spec'} to be deleted`, async () => (await this.net.listServiceCIDR({ labelSelector: selector })).items.length === 0, { timeoutMs, intervalMs: 1000 })
   }
 
   /**
