@@ -17,6 +17,8 @@ export interface LeaseObject {
     readonly namespace?: string
     readonly resourceVersion?: string
     readonly annotations?: Readonly<Record<string, string>>
+    /** Left out of a PUT (see update). */
+    readonly managedFields?: readonly unknown[]
     readonly [key: string]: unknown
   }
   readonly [key: string]: unknown
@@ -72,8 +74,17 @@ export class KubeLeaseStore implements LeaseStore {
     return this.send('GET', this.path, undefined, timeoutMs)
   }
 
+  /**
+   * The PUT leaves out metadata.managedFields: kube-apiserver then keeps the stored ones and records
+   * this update in them (decodeLiveOrNew, k8s.io/apimachinery/pkg/util/managedfields/internal/
+   * fieldmanager.go: "to prevent clients who don't understand managedFields from deleting it"). They
+   * are a third of the Lease as `kubectl apply` leaves it (650 of 2,140 bytes with three
+   * reservations, on the local control plane), and every admitted CREATE sent them back.
+   */
   update(lease: LeaseObject, timeoutMs: number): Promise<LeaseObject> {
-    return this.send('PUT', `${this.path}?fieldManager=servicecidr-guard`, JSON.stringify(lease), timeoutMs)
+    const metadata = { ...lease.metadata }
+    delete metadata.managedFields
+    return this.send('PUT', `${this.path}?fieldManager=servicecidr-guard`, JSON.stringify({ ...lease, metadata }), timeoutMs)
   }
 
   /** Closes the kept-alive connections. */

@@ -189,7 +189,13 @@ await (async () => {
   await file.spec(name, async (t) => {
     const read = await cluster.rawJSON('GET', leasePath)
     t.equal(read.status, 200, 'the Lease the manifests created is there')
-    const { metadata } = read.body as { metadata: { name: string, namespace: string, labels?: Record<string, string> } }
+    const { metadata } = read.body as { metadata: { name: string, namespace: string, labels?: Record<string, string>, managedFields?: { manager?: string, operation?: string }[] } }
+    // The replicas' PUTs leave managedFields out (KubeLeaseStore.update): kube-apiserver keeps the
+    // stored entries and adds the replicas' own. Were an update without them to reset them, the
+    // entry of whoever created the Lease would be gone.
+    const managers = (metadata.managedFields ?? []).map((entry) => `${entry.manager ?? '?'} (${entry.operation ?? '?'})`)
+    t.ok(managers.includes('servicecidr-guard (Update)'), `the replicas' writes are recorded in managedFields: ${managers.join(', ')}`)
+    t.ok(managers.some((manager) => !manager.startsWith('servicecidr-guard ')), 'and the entry of whoever created the Lease is kept')
     const deleted = await cluster.rawJSON('DELETE', leasePath)
     t.equal(deleted.status, 200, 'deleted (as an administrator might, by mistake)')
     try {

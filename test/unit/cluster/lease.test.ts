@@ -24,7 +24,7 @@ const path = '/apis/coordination.k8s.io/v1/namespaces/servicecidr-guard-system/l
 interface Apiserver {
   server: Server
   port: number
-  requests: { method: string, url: string, authorization: string | undefined }[]
+  requests: { method: string, url: string, authorization: string | undefined, body: string }[]
   connections: number
   /** Answers the next request with this status and body instead of serving the Lease. */
   next: { status: number, body: unknown } | undefined
@@ -41,7 +41,7 @@ async function apiserver(): Promise<Apiserver> {
     const chunks: Buffer[] = []
     request.on('data', (chunk: Buffer) => chunks.push(chunk))
     request.on('end', () => {
-      state.requests.push({ method: request.method ?? '', url: request.url ?? '', authorization: request.headers.authorization })
+      state.requests.push({ method: request.method ?? '', url: request.url ?? '', authorization: request.headers.authorization, body: Buffer.concat(chunks).toString('utf8') })
       if (state.hang) return
       if (state.next !== undefined) {
         reply(response, state.next.status, state.next.body)
@@ -61,7 +61,10 @@ async function apiserver(): Promise<Apiserver> {
         reply(response, 409, { kind: 'Status', code: 409, reason: 'Conflict', message: 'Operation cannot be fulfilled on leases.coordination.k8s.io "servicecidr-guard-reservations": the object has been modified; please apply your changes to the latest version and try again' })
         return
       }
-      lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(Number(lease.metadata?.resourceVersion) + 1) } }
+      // An update without managedFields keeps the stored ones, as kube-apiserver does (decodeLiveOrNew,
+      // k8s.io/apimachinery/pkg/util/managedfields/internal/fieldmanager.go); its own entry aside.
+      const managedFields = body.metadata?.managedFields ?? lease.metadata?.managedFields
+      lease = { ...body, metadata: { ...body.metadata, resourceVersion: String(Number(lease.metadata?.resourceVersion) + 1), ...(managedFields === undefined ? {} : { managedFields }) } }
       reply(response, 200, lease)
     })
   })
@@ -110,6 +113,20 @@ t.test('GET, then PUT with the resourceVersion read; a stale one is a conflict',
   t.same(server.requests.map(({ method, url }) => `${method} ${url}`), [`GET ${path}`, `PUT ${path}?fieldManager=servicecidr-guard`, `PUT ${path}?fieldManager=servicecidr-guard`])
   t.ok(server.requests.every((request) => request.authorization === 'Bearer the-token'), 'the kubeconfig\'s credentials')
   t.equal(server.connections, 1, 'one TLS connection, kept alive for every request')
+})
+
+t.test('a PUT leaves managedFields out: kube-apiserver keeps the stored ones', async (t) => {
+  const server = await apiserver()
+  t.teardown(() => { server.server.close() })
+  const store = new KubeLeaseStore(kubeConfig(server.port), 'servicecidr-guard-system', 'servicecidr-guard-reservations')
+  t.teardown(() => { store.close() })
+  const managedFields = [{ manager: 'kubectl-client-side-apply', operation: 'Update', apiVersion: 'coordination.k8s.io/v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }]
+  const read = await store.get(1000)
+  const written = await store.update({ ...read, metadata: { ...read.metadata, labels: { app: 'x' }, managedFields, annotations: { a: 'b' } } }, 1000)
+  const sent = JSON.parse(server.requests.at(-1)?.body ?? '{}') as LeaseObject
+  t.same(sent.metadata, { name: 'servicecidr-guard-reservations', namespace: 'servicecidr-guard-system', resourceVersion: '7', labels: { app: 'x' }, annotations: { a: 'b' } }, 'everything else in metadata is sent as read')
+  t.same(sent['spec'], {}, 'and the rest of the Lease')
+  t.same(written.metadata?.annotations, { a: 'b' })
 })
 
 t.test('statuses map to kinds; a hung apiserver times out; a closed port is unavailable', async (t) => {
