@@ -121,7 +121,7 @@ docker run -d --name "$container" --network host \
   -v "$mount:/etc/servicecidr-guard:ro" "$img" serve \
   --policy /etc/servicecidr-guard/policy.yaml --tls-cert /etc/servicecidr-guard/tls.crt \
   --tls-key /etc/servicecidr-guard/tls.key --kubeconfig /etc/servicecidr-guard/kubeconfig \
-  --host 127.0.0.1 --port "$webhook_port" --health-port "$health_port" --shutdown-delay 1 --shutdown-timeout 20 >/dev/null
+  --host 127.0.0.1 --port "$webhook_port" --health-port "$health_port" --shutdown-delay 1 --shutdown-timeout 10 >/dev/null
 
 ready_ms=''
 for _ in $(seq 600); do
