@@ -145,6 +145,8 @@ class SharedActions implements E2EHarness {
         save('webhook', 'before-rollout', await this.inner.webhookMetrics())
         await inner.rollout()
       },
+      kubeProxyMetrics: () => inner.kubeProxyMetrics(),
+      probeConnections: () => inner.probeConnections(),
     }
   }
 

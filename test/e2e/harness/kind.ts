@@ -13,7 +13,7 @@
 // - stopWebhook: the Deployment is scaled to 0 (its replica count is kept in an annotation so that
 //   startWebhook, maybe in another spec process, restores it), and the Pods are deleted with a
 //   grace period of 1 s: down at once, as after a crash, rather than after their preStop sleep and
-//   drain (about 7 s), which would outlast the 10 s a deleted ServiceCIDR stays Terminating, which
+//   drain (about 17 s), which would outlast the 10 s a deleted ServiceCIDR stays Terminating, which
 //   05-faults needs. Returns once no Pod of the Deployment is left.
 // - startWebhook: scaled back, `kubectl rollout status`, every Pod's /readyz 200, then reachable.
 // - restartApiserver: `crictl stop` of the kube-apiserver container inside the node container
@@ -36,14 +36,23 @@
 // - replicas.deletePod: deletes one Pod as `kubectl delete pod` does (its full grace period); returns
 //   once it is gone and its replacement is ready and reachable (13-kind-faults).
 // - webhookReadiness / webhookMetrics: each Pod's health port through the apiserver's Pod proxy.
+// - replicas.kubeProxyMetrics: kube-proxy's metrics, from inside the node container.
+// - replicas.probeConnections: a bash loop inside the node container (kube-apiserver's network
+//   namespace: host network, so its connections to a ClusterIP go through kube-proxy's rules as
+//   kube-apiserver's do) opens a TCP connection to the webhook Service every 50 ms and counts how
+//   each ended. A replica that has stopped listening refuses it; one that has exited leaves it
+//   unanswered (the node's bridge has no port for its address any more). kube-apiserver keeps its
+//   connections open between reviews, so the review load alone opens few new ones: the probe is
+//   what shows a terminating replica leaving before kube-proxy stops sending it new connections.
 // - sharedReservation: the Deployment's container arguments (--no-shared-reservation or not).
 
 import { AppsV1Api, type V1Deployment, type V1Pod } from '@kubernetes/client-node'
 import { execFile } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
 import { promisify } from 'node:util'
 import { apiFailure, Cluster, deniedPrefix } from '../lib/kube.ts'
 import { poll } from '../lib/wait.ts'
-import { auditEventsOn, type AuditEvent, type Harness, type ReplicaFaults, type WebhookReadiness } from './types.ts'
+import { auditEventsOn, type AuditEvent, type ConnectionCounts, type Harness, type ReplicaFaults, type WebhookReadiness } from './types.ts'
 
 const run = promisify(execFile)
 
@@ -218,6 +227,40 @@ export class KindHarness implements Harness, ReplicaFaults {
     const response = await this.podGet(pod, '/metrics')
     if (response.status !== 200) throw new Error(`metrics of Pod ${name}: HTTP ${String(response.status)}`)
     return response.text
+  }
+
+  async kubeProxyMetrics(): Promise<string> {
+    // kube-proxy serves its metrics on the node's loopback only (127.0.0.1:10249), and the node
+    // image has no curl: one HTTP/1.0 request through bash's /dev/tcp.
+    return this.node('bash', '-c', 'exec 3<>/dev/tcp/127.0.0.1/10249 && printf "GET /metrics HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\n\\r\\n" >&3 && cat <&3')
+  }
+
+  async probeConnections(): Promise<() => Promise<ConnectionCounts>> {
+    const webhookService = await this.cluster.core.readNamespacedService({ name: service, namespace })
+    const address = webhookService.spec?.clusterIP
+    const port = webhookService.spec?.ports?.[0]?.port
+    if (address === undefined || port === undefined) throw new Error(`Service ${namespace}/${service} has no ClusterIP and port`)
+    const stopFile = `/tmp/servicecidr-guard-probe-${randomUUID()}`
+    // `timeout` exits 124 when the connection is not established within 3 s; bash's /dev/tcp fails
+    // with 1 when it is refused. Counting ends when the stop file appears.
+    const script = `
+      ok=0 refused=0 unanswered=0
+      until [[ -e $3 ]]; do
+        timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
+        case $? in 0) ok=$((ok + 1)) ;; 124) unanswered=$((unanswered + 1)) ;; *) refused=$((refused + 1)) ;; esac
+        sleep 0.05
+      done
+      rm -f "$3"
+      echo "$ok $refused $unanswered"`
+    const probing = run(this.containerTool, ['exec', `${this.clusterName}-control-plane`, 'bash', '-c', script, 'probe', address, String(port), stopFile], { timeout: 30 * 60_000 })
+    // Started or failed, the loop is awaited by stop(): a rejection here is handled there.
+    probing.catch(() => undefined)
+    return async () => {
+      await this.node('touch', stopFile)
+      const [accepted, refused, unanswered] = (await probing).stdout.trim().split(' ').map(Number)
+      if (accepted === undefined || refused === undefined || unanswered === undefined) throw new Error('the connection probe printed no counts')
+      return { accepted, refused, unanswered }
+    }
   }
 
   async deletePod(name: string): Promise<void> {

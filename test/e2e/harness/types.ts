@@ -44,6 +44,23 @@ export interface ReplicaFaults {
   deletePod(name: string): Promise<void>
   /** A rolling update with no change (`kubectl rollout restart`); returns once only new Pods are left, ready and reachable. */
   rollout(): Promise<void>
+  /**
+   * The Prometheus text of kube-proxy on the node: its kubeproxy_network_programming_duration_seconds
+   * says how long after a Pod changed the Service rules that route to it were written.
+   */
+  kubeProxyMetrics(): Promise<string>
+  /**
+   * Opens a new TCP connection to the webhook Service's ClusterIP, as kube-apiserver does when it
+   * needs one, every 50 ms from now on; the returned function stops and counts them.
+   */
+  probeConnections(): Promise<() => Promise<ConnectionCounts>>
+}
+
+/** New connections to the webhook Service: accepted, refused (RST), or unanswered (no SYN-ACK within 3 s). */
+export interface ConnectionCounts {
+  readonly accepted: number
+  readonly refused: number
+  readonly unanswered: number
 }
 
 export interface Harness {

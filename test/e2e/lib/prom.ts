@@ -99,6 +99,16 @@ export function since(after: Histogram, before: Histogram): Histogram {
   }
 }
 
+/**
+ * The smallest bucket bound that holds every observation of `h`: the slowest one took at most this
+ * long (Infinity when it fell past the highest finite bound). Undefined without observations.
+ */
+export function slowestWithin(h: Histogram): number | undefined {
+  const total = h.buckets.at(-1)?.count ?? 0
+  if (total === 0) return undefined
+  return h.buckets.find((bucket) => bucket.count >= total)?.le
+}
+
 /** The value of a counter (summed over the series whose labels include `match`). */
 export function counter(samples: readonly Sample[], name: string, match: Readonly<Record<string, string>> = {}): number {
   return samples
