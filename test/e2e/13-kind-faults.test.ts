@@ -103,9 +103,9 @@ function programmingLine(before: Histogram | undefined, after: Histogram | undef
 async function underLoad(t: Test, replicas: ReplicaFaults, name: string, cidr: string, fault: () => Promise<void>, admittedDuring = true): Promise<LoadReport> {
   await cluster.createServiceCIDR({ name, cidrs: [cidr], spec })
   await cluster.waitServiceCIDRReady(name)
+  const stopProbe = await replicas.probeConnections()
   const load = new ReviewLoad(cluster, { cidr: loadCIDR, namePrefix: `e2e-${name}-load` })
   load.start()
-  const stopProbe = await replicas.probeConnections()
   let report: LoadReport
   let connections: ConnectionCounts
   try {

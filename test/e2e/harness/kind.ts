@@ -242,17 +242,18 @@ export class KindHarness implements Harness, ReplicaFaults {
     if (address === undefined || port === undefined) throw new Error(`Service ${namespace}/${service} has no ClusterIP and port`)
     const stopFile = `/tmp/servicecidr-guard-probe-${randomUUID()}`
     // `timeout` exits 124 when the connection is not established within 3 s; bash's /dev/tcp fails
-    // with 1 when it is refused. Counting ends when the stop file appears.
+    // with 1 when it is refused. Counting ends when the stop file appears, or after 10 minutes
+    // (longer than any fault) if the suite died without stopping it.
     const script = `
       ok=0 refused=0 unanswered=0
-      until [[ -e $3 ]]; do
+      until [[ -e $3 ]] || ((SECONDS > 600)); do
         timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
         case $? in 0) ok=$((ok + 1)) ;; 124) unanswered=$((unanswered + 1)) ;; *) refused=$((refused + 1)) ;; esac
         sleep 0.05
       done
       rm -f "$3"
       echo "$ok $refused $unanswered"`
-    const probing = run(this.containerTool, ['exec', `${this.clusterName}-control-plane`, 'bash', '-c', script, 'probe', address, String(port), stopFile], { timeout: 30 * 60_000 })
+    const probing = run(this.containerTool, ['exec', `${this.clusterName}-control-plane`, 'bash', '-c', script, 'probe', address, String(port), stopFile], { timeout: 11 * 60_000 })
     // Started or failed, the loop is awaited by stop(): a rejection here is handled there.
     probing.catch(() => undefined)
     return async () => {
