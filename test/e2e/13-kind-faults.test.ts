@@ -13,8 +13,9 @@
 // review only now and then (CI: 1 of 904 during a rolling update, "context deadline exceeded").
 // The connection probe (harness/kind.ts) opens one every 50 ms: with the Pod's preStop sleep and
 // shutdown delay removed from the manifests, this file failed in (b) (1 refused) and (c) (2
-// refused, 4 unanswered) with 0 failed reviews; see docs/deploy.md, "Shutdown". Each fault also prints how fast kube-proxy followed its endpoint
-// changes (kubeproxy_network_programming_duration_seconds), the time the preStop sleep must cover.
+// refused, 4 unanswered) with 0 failed reviews; see docs/deploy.md, "Shutdown". Each fault also
+// prints how fast kube-proxy followed its endpoint changes
+// (kubeproxy_network_programming_duration_seconds), the time the preStop sleep must cover.
 //
 // These faults need the webhook as Pods of a Deployment: on the local control plane (replicas are
 // processes behind a round robin) the file records requirement "kind-faults" as not applied; hack/kind/e2e.sh requires it (E2E_REQUIRE=kind-faults).
@@ -124,12 +125,13 @@ async function underLoad(t: Test, replicas: ReplicaFaults, name: string, cidr: s
     connections = await stopProbe()
   }
   const { windows, total, failures } = report
-  const line = `${name}: ${String(total.sent)} reviews sent, ${String(total.admitted)} admitted, ${String(total.failedReviews)} failed, ${String(total.apiserverUnavailable)} not answered by kube-apiserver (before/during/after: ${(['before', 'during', 'after'] as const).map((w) => `${String(windows[w].admitted)}/${String(windows[w].sent)}`).join(', ')} admitted/sent); new connections to the Service: ${String(connections.accepted)} accepted, ${String(connections.refused)} refused, ${String(connections.unanswered)} unanswered`
+  const probed = `${String(connections.accepted)} accepted, ${String(connections.refused)} refused, ${String(connections.unanswered)} unanswered`
+  const line = `${name}: ${String(total.sent)} reviews sent, ${String(total.admitted)} admitted, ${String(total.failedReviews)} failed, ${String(total.apiserverUnavailable)} not answered by kube-apiserver (before/during/after: ${(['before', 'during', 'after'] as const).map((w) => `${String(windows[w].admitted)}/${String(windows[w].sent)}`).join(', ')} admitted/sent); new connections to the Service: ${probed}`
   counts.push(line)
   t.comment(line)
   if (total.failedReviews > 0) t.comment(`restarts in kube-system: ${await controlPlaneRestarts(cluster)}`)
   t.equal(total.failedReviews, 0, `0 failed reviews of admitted requests${failures.length > 0 ? `: ${failures.join('; ')}` : ''}`)
-  t.equal(connections.refused + connections.unanswered, 0, `every new connection to the Service was answered: ${String(connections.accepted)} accepted, ${String(connections.refused)} refused, ${String(connections.unanswered)} unanswered`)
+  t.equal(connections.refused + connections.unanswered, 0, `every new connection to the Service was answered: ${probed}`)
   t.ok(windows.before.admitted > 0, `reviews admitted before the fault (${String(windows.before.admitted)})`)
   if (admittedDuring) t.ok(windows.during.admitted > 0, `reviews admitted while the fault was under way (${String(windows.during.admitted)})`)
   t.ok(windows.after.admitted > 0, `reviews admitted after the fault (${String(windows.after.admitted)})`)

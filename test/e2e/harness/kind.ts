@@ -90,9 +90,13 @@ export class KindHarness implements Harness, ReplicaFaults {
     return stdout
   }
 
+  /** Runs `command` in the node container; its output, once it exits. */
+  private nodeRun(command: readonly string[], timeoutMs = 120_000): Promise<{ stdout: string }> {
+    return run(this.containerTool, ['exec', `${this.clusterName}-control-plane`, ...command], { timeout: timeoutMs })
+  }
+
   private async node(...command: string[]): Promise<string> {
-    const { stdout } = await run(this.containerTool, ['exec', `${this.clusterName}-control-plane`, ...command], { timeout: 120_000 })
-    return stdout.trim()
+    return (await this.nodeRun(command)).stdout.trim()
   }
 
   private readDeployment(): Promise<V1Deployment> {
@@ -253,7 +257,7 @@ export class KindHarness implements Harness, ReplicaFaults {
       done
       rm -f "$3"
       echo "$ok $refused $unanswered"`
-    const probing = run(this.containerTool, ['exec', `${this.clusterName}-control-plane`, 'bash', '-c', script, 'probe', address, String(port), stopFile], { timeout: 11 * 60_000 })
+    const probing = this.nodeRun(['bash', '-c', script, 'probe', address, String(port), stopFile], 11 * 60_000)
     // Started or failed, the loop is awaited by stop(): a rejection here is handled there.
     probing.catch(() => undefined)
     return async () => {
