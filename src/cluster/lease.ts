@@ -6,6 +6,7 @@
 
 import type { KubeConfig } from '@kubernetes/client-node'
 import { Agent, request, type RequestOptions } from 'node:https'
+import { stringAt } from '../json/find.ts'
 import { apiURL, statusMessage } from './api.ts'
 
 /** The fields of a Lease this code reads; the rest is kept as read and sent back unchanged. */
@@ -46,7 +47,7 @@ export interface LeaseStore {
   /** namespace/name, for messages. */
   readonly where: string
   get(timeoutMs: number): Promise<LeaseObject>
-  /** Replaces the Lease; `lease.metadata.resourceVersion` is the precondition. */
+  /** Replaces the Lease; `lease.metadata.resourceVersion` is the precondition. Answers it as stored (storedLease). */
   update(lease: LeaseObject, timeoutMs: number): Promise<LeaseObject>
 }
 
@@ -56,6 +57,35 @@ export function kindOfStatus(status: number): StoreErrorKind {
   if (status === 401 || status === 403) return 'forbidden'
   if (status === 429 || status >= 500) return 'unavailable'
   return 'rejected'
+}
+
+/** A Lease as kube-apiserver answers a GET. */
+export function parsedLease(answer: string, what: string): LeaseObject {
+  let lease: unknown
+  try {
+    lease = JSON.parse(answer)
+  } catch (error) {
+    throw new StoreError('unavailable', `${what}: the answer is not JSON`, { cause: error })
+  }
+  if (typeof lease !== 'object' || lease === null || Array.isArray(lease)) throw new StoreError('unavailable', `${what}: the answer is not an object`)
+  return lease as LeaseObject
+}
+
+const resourceVersionPath = ['metadata', 'resourceVersion']
+
+/**
+ * The Lease kube-apiserver stored from a PUT of `sent`, given its answer: what was sent, at the
+ * resourceVersion the answer gives, which the next PUT needs as its precondition. The rest of the
+ * answer is not parsed: a write sends the whole Lease, and parsing it back built it all again, every
+ * reservation included, for every write. What kube-apiserver sets on a write and this copy lacks
+ * does not matter to the next one: managedFields are left out of a PUT anyway, and a client's
+ * metadata.generation is ignored (BeforeUpdate, k8s.io/apiserver/pkg/registry/rest/update.go,
+ * keeps the stored one). If someone else changes the Lease, the next PUT conflicts and reads it.
+ */
+export function storedLease(sent: LeaseObject, answer: string, what: string): LeaseObject {
+  const resourceVersion = stringAt(answer, resourceVersionPath) ?? parsedLease(answer, what).metadata?.resourceVersion
+  if (typeof resourceVersion !== 'string' || resourceVersion === '') throw new StoreError('unavailable', `${what}: the answer has no metadata.resourceVersion`)
+  return { ...sent, metadata: { ...sent.metadata, resourceVersion } }
 }
 
 export class KubeLeaseStore implements LeaseStore {
@@ -70,8 +100,8 @@ export class KubeLeaseStore implements LeaseStore {
     this.path = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases/${encodeURIComponent(name)}`
   }
 
-  get(timeoutMs: number): Promise<LeaseObject> {
-    return this.send('GET', this.path, undefined, timeoutMs)
+  async get(timeoutMs: number): Promise<LeaseObject> {
+    return parsedLease(await this.send('GET', this.path, undefined, timeoutMs), `GET Lease ${this.where}`)
   }
 
   /**
@@ -79,12 +109,14 @@ export class KubeLeaseStore implements LeaseStore {
    * this update in them (decodeLiveOrNew, k8s.io/apimachinery/pkg/util/managedfields/internal/
    * fieldmanager.go: "to prevent clients who don't understand managedFields from deleting it"). They
    * are a third of the Lease as `kubectl apply` leaves it (650 of 2,140 bytes with three
-   * reservations, on the local control plane), and every admitted CREATE sent them back.
+   * reservations, on the local control plane), and every admitted CREATE sent them back. Of the
+   * answer, only the new resourceVersion is read (see storedLease).
    */
-  update(lease: LeaseObject, timeoutMs: number): Promise<LeaseObject> {
+  async update(lease: LeaseObject, timeoutMs: number): Promise<LeaseObject> {
     const metadata = { ...lease.metadata }
     delete metadata.managedFields
-    return this.send('PUT', `${this.path}?fieldManager=servicecidr-guard`, JSON.stringify({ ...lease, metadata }), timeoutMs)
+    const sent = { ...lease, metadata }
+    return storedLease(sent, await this.send('PUT', `${this.path}?fieldManager=servicecidr-guard`, JSON.stringify(sent), timeoutMs), `PUT Lease ${this.where}`)
   }
 
   /** Closes the kept-alive connections. */
@@ -92,7 +124,8 @@ export class KubeLeaseStore implements LeaseStore {
     this.agent.destroy()
   }
 
-  private async send(method: 'GET' | 'PUT', path: string, body: string | undefined, timeoutMs: number): Promise<LeaseObject> {
+  /** The answer's body, for a 200. */
+  private async send(method: 'GET' | 'PUT', path: string, body: string | undefined, timeoutMs: number): Promise<string> {
     const cluster = this.kubeConfig.getCurrentCluster()
     if (cluster === null) throw new StoreError('unavailable', 'the kubeconfig names no cluster')
     const headers: Record<string, string | number> = { accept: 'application/json' }
@@ -108,7 +141,7 @@ export class KubeLeaseStore implements LeaseStore {
     if (cluster.proxyUrl === undefined) options.agent = this.agent
     options.signal = AbortSignal.timeout(Math.max(1, timeoutMs))
     const url = new URL(apiURL(cluster.server, path))
-    return new Promise<LeaseObject>((resolve, reject) => {
+    return new Promise<string>((resolve, reject) => {
       const call = request(url, options, (response) => {
         const chunks: Buffer[] = []
         response.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -122,11 +155,7 @@ export class KubeLeaseStore implements LeaseStore {
             reject(new StoreError(kindOfStatus(status), `${method} Lease ${this.where}: HTTP ${String(status)}: ${statusMessage(text)}`))
             return
           }
-          try {
-            resolve(JSON.parse(text) as LeaseObject)
-          } catch (error) {
-            reject(new StoreError('unavailable', `${method} Lease ${this.where}: the answer is not JSON`, { cause: error }))
-          }
+          resolve(text)
         })
       })
       call.on('error', (error) => {

@@ -3,17 +3,17 @@
 // a conflict, as the apiserver answers 409 (GuaranteedUpdate's precondition in
 // k8s.io/apiserver/pkg/registry/generic/registry/store.go). Faults are switched on per test.
 
-import { StoreError, type LeaseObject, type LeaseStore, type StoreErrorKind } from '../../src/cluster/lease.ts'
+import { StoreError, storedLease, type LeaseObject, type LeaseStore, type StoreErrorKind } from '../../src/cluster/lease.ts'
 import { reservationsAnnotation } from '../../src/cluster/reservations.ts'
 
 export class MemoryLeaseStore implements LeaseStore {
   readonly where = 'servicecidr-guard-system/servicecidr-guard-reservations'
   /**
    * The Lease as kube-apiserver would send it: JSON text. A get is a JSON.parse of it; an update a
-   * JSON.stringify of what was sent and a JSON.parse of the answer. That is the JSON work
+   * JSON.stringify of what was sent and the answer read by storedLease. That is the JSON work
    * KubeLeaseStore (src/cluster/lease.ts) does, so bench/server.ts, which measures the review path
    * with this store in place of kube-apiserver, counts the webhook's own share of it, no more.
-   * Every caller gets its own copy.
+   * Every caller gets its own copy, of the objects this store makes.
    */
   private text: string | undefined
   private version = 1
@@ -86,7 +86,7 @@ export class MemoryLeaseStore implements LeaseStore {
     }
     this.version++
     this.store({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(this.version) } })
-    return this.lease as LeaseObject
+    return storedLease(lease, this.text ?? '', 'PUT Lease')
   }
 
   /** Someone else's write: the annotation replaced, the version bumped. */

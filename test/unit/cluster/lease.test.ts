@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { KubeLeaseStore, StoreError, kindOfStatus, type LeaseObject } from '../../../src/cluster/lease.ts'
+import { KubeLeaseStore, StoreError, kindOfStatus, storedLease, type LeaseObject } from '../../../src/cluster/lease.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'scg-lease-'))
 t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
@@ -129,6 +129,30 @@ t.test('a PUT leaves managedFields out: kube-apiserver keeps the stored ones', a
   t.same(written.metadata?.annotations, { a: 'b' })
 })
 
+// The PUT's answer is the whole Lease, reservations and all: only its resourceVersion is read.
+t.test('a PUT answers the Lease as sent, at the resourceVersion kube-apiserver answers', async (t) => {
+  const server = await apiserver()
+  t.teardown(() => { server.server.close() })
+  const store = new KubeLeaseStore(kubeConfig(server.port), 'servicecidr-guard-system', 'servicecidr-guard-reservations')
+  t.teardown(() => { store.close() })
+  const read = await store.get(1000)
+  const sent = { ...read, metadata: { ...read.metadata, annotations: { a: 'b' } } }
+  server.next = { status: 200, body: { metadata: { annotations: { a: 'changed on the way', resourceVersion: '1' }, resourceVersion: '12' }, spec: { holderIdentity: 'x' } } }
+  t.same(await store.update(sent, 1000), { ...sent, metadata: { ...sent.metadata, resourceVersion: '12' } }, 'what was sent, at the new version')
+  const what = 'PUT Lease servicecidr-guard-system/servicecidr-guard-reservations'
+  const answers: [unknown, string][] = [
+    [{ metadata: { name: 'l' } }, `${what}: the answer has no metadata.resourceVersion`],
+    [{ metadata: { resourceVersion: 12 } }, `${what}: the answer has no metadata.resourceVersion`],
+    ['not a lease', `${what}: the answer is not an object`],
+  ]
+  for (const [body, message] of answers) {
+    server.next = { status: 200, body }
+    t.same(await kind(store.update(sent, 1000)), { kind: 'unavailable', message }, message)
+  }
+  t.equal(storedLease(sent, '{"metadata":{"resource\\u0056ersion":"13"}}', what).metadata?.resourceVersion, '13', 'an answer the quick read cannot follow is parsed whole')
+  t.throws(() => storedLease(sent, '{"metadata":{"name":"l"', what), new StoreError('unavailable', `${what}: the answer is not JSON`))
+})
+
 t.test('statuses map to kinds; a hung apiserver times out; a closed port is unavailable', async (t) => {
   const server = await apiserver()
   t.teardown(() => { server.server.close() })
@@ -148,7 +172,7 @@ t.test('statuses map to kinds; a hung apiserver times out; a closed port is unav
     t.equal(kindOfStatus(status), expected)
   }
   server.next = { status: 200, body: 'not a lease' }
-  t.equal(await store.get(1000), 'not a lease', 'a 200 is returned as sent (the caller reads only what it needs)')
+  t.same(await kind(store.get(1000)), { kind: 'unavailable', message: 'GET Lease servicecidr-guard-system/servicecidr-guard-reservations: the answer is not an object' }, 'a 200 that is not an object')
 
   server.hang = true
   const began = performance.now()
