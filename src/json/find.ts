@@ -42,6 +42,11 @@ function unescaped(literal: string): string | undefined {
   }
 }
 
+/** Whether the string from quote `at` to quote `end` is `key` as written, without an escape. */
+function isKey(text: string, at: number, end: number, key: string): boolean {
+  return end - at - 1 === key.length && text.startsWith(key, at + 1)
+}
+
 function skipSpace(text: string, from: number): number {
   let at = from
   while (isSpace(text.charCodeAt(at))) at++
@@ -67,7 +72,7 @@ export function stringAt(text: string, path: readonly string[]): string | undefi
       if (end === -1) return undefined
       const next = skipSpace(text, end + 1)
       // Only a key is followed by a colon.
-      if (text.charCodeAt(next) === colon && depth === matched + 1 && text.slice(at + 1, end) === path[matched]) {
+      if (text.charCodeAt(next) === colon && depth === matched + 1 && isKey(text, at, end, path[matched] ?? '')) {
         const value = skipSpace(text, next + 1)
         if (matched + 1 === path.length) {
           if (text.charCodeAt(value) !== quote) return undefined

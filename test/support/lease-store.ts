@@ -3,8 +3,15 @@
 // a conflict, as the apiserver answers 409 (GuaranteedUpdate's precondition in
 // k8s.io/apiserver/pkg/registry/generic/registry/store.go). Faults are switched on per test.
 
-import { StoreError, storedLease, type LeaseObject, type LeaseStore, type StoreErrorKind } from '../../src/cluster/lease.ts'
+import * as leaseModule from '../../src/cluster/lease.ts'
+import { StoreError, type LeaseObject, type LeaseStore, type StoreErrorKind } from '../../src/cluster/lease.ts'
 import { reservationsAnnotation } from '../../src/cluster/reservations.ts'
+
+/**
+ * How the build reads a PUT's answer. bench/run.ts runs this file over an older checkout for
+ * --baseline, whose KubeLeaseStore parsed the answer whole (before storedLease).
+ */
+const storedLease = (leaseModule as Partial<typeof leaseModule>).storedLease ?? ((_sent: LeaseObject, answer: string): LeaseObject => JSON.parse(answer) as LeaseObject)
 
 export class MemoryLeaseStore implements LeaseStore {
   readonly where = 'servicecidr-guard-system/servicecidr-guard-reservations'
@@ -76,17 +83,17 @@ export class MemoryLeaseStore implements LeaseStore {
     return this.lease as LeaseObject
   }
 
-  async update(lease: LeaseObject): Promise<LeaseObject> {
+  async update(sent: LeaseObject): Promise<LeaseObject> {
     this.updates++
     await this.call()
     this.beforeUpdate?.()
-    if (lease.metadata?.resourceVersion !== String(this.version)) {
+    if (sent.metadata?.resourceVersion !== String(this.version)) {
       this.conflicts++
       throw new StoreError('conflict', 'Operation cannot be fulfilled on leases.coordination.k8s.io "servicecidr-guard-reservations": the object has been modified; please apply your changes to the latest version and try again')
     }
     this.version++
-    this.store({ ...lease, metadata: { ...lease.metadata, resourceVersion: String(this.version) } })
-    return storedLease(lease, this.text ?? '', 'PUT Lease')
+    this.store({ ...sent, metadata: { ...sent.metadata, resourceVersion: String(this.version) } })
+    return storedLease(sent, this.text ?? '', 'PUT Lease')
   }
 
   /** Someone else's write: the annotation replaced, the version bumped. */

@@ -3,11 +3,13 @@
 // conflict, a bound on attempts, a deadline, expiry, and failing closed with a reason.
 
 import { setTimeout as delay } from 'node:timers/promises'
+import fc from 'fast-check'
 import t from 'tap'
-import { formatReservations, maxAnnotationBytes, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
+import { formatReservations, isoTime, maxAnnotationBytes, parseReservations, SharedReservations, type Reservation, type ReserveResult, type SharedReservationsOptions } from '../../../src/cluster/reservations.ts'
 import { StoreError } from '../../../src/cluster/lease.ts'
 import { MemoryLeaseStore } from '../../support/lease-store.ts'
 import { serviceCIDR } from '../../support/fixtures.ts'
+import { fuzzParameters } from '../../support/fuzz.ts'
 
 const start = Date.parse('2026-12-01T10:00:00Z')
 const ttlMs = 10_000
@@ -49,6 +51,17 @@ const always = (): boolean => true
 const request = (name: string, cidrs: string[], uid = `uid-${name}`): { name: string, cidrs: string[], uid: string } => ({ name, cidrs, uid })
 const entry = (name: string, cidrs: string[], expiresAt: number, replica = 'replica-2'): Reservation => ({ name, cidrs, expiresAt, replica, uid: `uid-${name}` })
 const held = (store: MemoryLeaseStore): Reservation[] => parseReservations(store.annotation).entries
+
+// Other replicas read the expiry back with Date.parse: it must be toISOString's text, to the millisecond.
+t.test('an expiry is written as toISOString writes it, within a second and across seconds', (t) => {
+  const edges = [0, 1, 9, 10, 99, 100, 999, 1000, 1001, -1, -999, -1000, -1001, start, start + 999, start + 1000, 8.64e15, -8.64e15, 253402300800000, -62167219200001]
+  for (const ms of edges) t.equal(isoTime(ms), new Date(ms).toISOString(), String(ms))
+  fc.assert(fc.property(fc.integer({ min: -8.64e15, max: 8.64e15 }), fc.integer({ min: 0, max: 2500 }), (ms, later) =>
+    isoTime(ms) === new Date(ms).toISOString() && (ms + later > 8.64e15 || isoTime(ms + later) === new Date(ms + later).toISOString())), fuzzParameters(2000))
+  t.throws(() => isoTime(Number.NaN), RangeError, 'not a time, as toISOString')
+  t.throws(() => isoTime(8.64e15 + 1), RangeError, 'beyond the range, as toISOString')
+  t.end()
+})
 
 t.test('a lone writer: one GET, then one PUT per reservation, each checked against the version it writes', async (t) => {
   const { store, reservations, writes, settled } = rig()
