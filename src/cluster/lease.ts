@@ -60,7 +60,7 @@ export function kindOfStatus(status: number): StoreErrorKind {
 }
 
 /** A Lease as kube-apiserver answers a GET. */
-export function parsedLease(answer: string, what: string): LeaseObject {
+function parsedLease(answer: string, what: string): LeaseObject {
   let lease: unknown
   try {
     lease = JSON.parse(answer)
