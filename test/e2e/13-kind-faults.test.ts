@@ -109,11 +109,12 @@ async function underLoad(t: Test, replicas: ReplicaFaults, name: string, cidr: s
   load.start()
   let report: LoadReport
   let connections: ConnectionCounts
+  let started = Date.now()
   try {
     await sleep(settleMs)
     await cluster.net.deleteServiceCIDR({ name })
     load.enter('during')
-    const started = Date.now()
+    started = Date.now()
     const programmedBefore = await programming(replicas)
     await fault()
     t.comment(`${name}: fault from ${new Date(started).toISOString()}, done in ${((Date.now() - started) / 1000).toFixed(1)} s`)
@@ -125,7 +126,9 @@ async function underLoad(t: Test, replicas: ReplicaFaults, name: string, cidr: s
     connections = await stopProbe()
   }
   const { windows, total, failures } = report
-  const probed = `${String(connections.accepted)} accepted, ${String(connections.refused)} refused, ${String(connections.unanswered)} unanswered`
+  // When each failed connection was tried, from the fault's start: the fault's own window, or before or after it.
+  const when = connections.failures.map(({ kind, at }) => `${kind} at ${Number.isNaN(at) ? '?' : `${at >= started ? '+' : ''}${((at - started) / 1000).toFixed(1)} s`}`)
+  const probed = `${String(connections.accepted)} accepted, ${String(connections.refused)} refused, ${String(connections.unanswered)} unanswered${when.length > 0 ? ` (${when.slice(0, 20).join(', ')}${when.length > 20 ? ', …' : ''}, from the fault's start)` : ''}`
   const line = `${name}: ${String(total.sent)} reviews sent, ${String(total.admitted)} admitted, ${String(total.failedReviews)} failed, ${String(total.apiserverUnavailable)} not answered by kube-apiserver (before/during/after: ${(['before', 'during', 'after'] as const).map((w) => `${String(windows[w].admitted)}/${String(windows[w].sent)}`).join(', ')} admitted/sent); new connections to the Service: ${probed}`
   counts.push(line)
   t.comment(line)

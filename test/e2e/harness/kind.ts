@@ -248,23 +248,28 @@ export class KindHarness implements Harness, ReplicaFaults {
     // `timeout` exits 124 when the connection is not established within 3 s; bash's /dev/tcp fails
     // with 1 when it is refused. Counting ends when the stop file appears, or after 10 minutes
     // (longer than any fault) if the suite died without stopping it.
+    // Each failure is printed after the counts with the time its attempt began (bash's
+    // EPOCHREALTIME, seconds), so that a failure can be placed against the fault.
     const script = `
-      ok=0 refused=0 unanswered=0
+      ok=0 refused=0 unanswered=0 failed=''
       until [[ -e $3 ]] || ((SECONDS > 600)); do
+        began=$EPOCHREALTIME
         timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$1" "$2" 2>/dev/null
-        case $? in 0) ok=$((ok + 1)) ;; 124) unanswered=$((unanswered + 1)) ;; *) refused=$((refused + 1)) ;; esac
+        case $? in 0) ok=$((ok + 1)) ;; 124) unanswered=$((unanswered + 1)) failed+=" U$began" ;; *) refused=$((refused + 1)) failed+=" R$began" ;; esac
         sleep 0.05
       done
       rm -f "$3"
-      echo "$ok $refused $unanswered"`
+      echo "$ok $refused $unanswered$failed"`
     const probing = this.nodeRun(['bash', '-c', script, 'probe', address, String(port), stopFile], 11 * 60_000)
     // Started or failed, the loop is awaited by stop(): a rejection here is handled there.
     probing.catch(() => undefined)
     return async () => {
       await this.node('touch', stopFile)
-      const [accepted, refused, unanswered] = (await probing).stdout.trim().split(' ').map(Number)
+      const fields = (await probing).stdout.trim().split(' ')
+      const [accepted, refused, unanswered] = fields.slice(0, 3).map(Number)
       if (accepted === undefined || refused === undefined || unanswered === undefined) throw new Error('the connection probe printed no counts')
-      return { accepted, refused, unanswered }
+      const failures = fields.slice(3).map((field) => ({ kind: field.startsWith('R') ? 'refused' as const : 'unanswered' as const, at: Number(field.slice(1)) * 1000 }))
+      return { accepted, refused, unanswered, failures }
     }
   }
 

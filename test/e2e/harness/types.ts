@@ -61,6 +61,8 @@ export interface ConnectionCounts {
   readonly accepted: number
   readonly refused: number
   readonly unanswered: number
+  /** Each refused or unanswered connection, and when its attempt began (ms since the epoch; NaN if the node's bash cannot tell). */
+  readonly failures: readonly { readonly kind: 'refused' | 'unanswered', readonly at: number }[]
 }
 
 export interface Harness {
