@@ -262,6 +262,21 @@ t.test('deadline: a hung apiserver answers nothing; the review is answered in ti
   t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'recorded' }, 'the hung call did not hold the queue: the next review is recorded')
 })
 
+t.test('a hung write does not hold the queue either: it is given up once its reviews are answered at their deadline', async (t) => {
+  const store = new MemoryLeaseStore()
+  const { reservations, writes } = rig(store, { deadlineMs: 50 })
+  t.same(await reservations.reserve(request('a', ['10.0.0.0/24']), always), { outcome: 'recorded' })
+  store.hang = true
+  const gets = store.gets
+  t.same(await reservations.reserve(request('b', ['10.0.1.0/24']), always), { outcome: 'failed', reason: 'deadline', detail: 'recording it in Lease servicecidr-guard-system/servicecidr-guard-reservations took longer than 0.05 s' })
+  t.equal(store.gets, gets, 'the call that hung was the PUT, made from the kept copy')
+  await new Promise((resolve) => { setImmediate(resolve) })
+  t.match(reservations.lastError, /^kube-apiserver did not answer in time: no answer within \d+ ms$/, 'the call given up is reported')
+  store.hang = false
+  t.same(await reservations.reserve(request('c', ['10.0.2.0/24']), always), { outcome: 'recorded' }, 'the next review is recorded')
+  t.same(writes, ['written', 'error', 'written'])
+})
+
 t.test('deadlines: one timer answers each waiting review at its own deadline, not at the first one\'s, and none is left waiting', async (t) => {
   const store = new MemoryLeaseStore()
   store.hang = true
