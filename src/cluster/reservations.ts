@@ -201,8 +201,7 @@ export function formatReservations(entries: readonly Reservation[]): string {
 
 /**
  * The store's answer, or a timeout: the store aborts its own requests at `ms`, and this bounds a store
- * that would not. Only the start-up read uses it: a batch's calls are bounded by its reviews'
- * deadlines instead (SharedReservations.bounded).
+ * that would not, so one hung call can never hold this replica's queue of reviews.
  */
 function within<T>(call: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -262,8 +261,6 @@ export class SharedReservations {
   private pending: Waiter[] = []
   private first = 0
   private deadlineTimer: NodeJS.Timeout | undefined
-  /** The store call of the batch being written, and how to give up on it (see bounded). */
-  private inflight: { readonly waiters: readonly Waiter[], readonly ms: number, readonly abandon: (error: StoreError) => void } | undefined
   /** A drain is scheduled or running: what queues meanwhile goes in its next batch. */
   private draining = false
   /** The Lease as this replica last read or wrote it. */
@@ -369,30 +366,8 @@ export class SharedReservations {
     for (let waiter = this.pending[this.first]; waiter !== undefined && waiter.dueAt <= now + 1; waiter = this.pending[this.first]) {
       this.settle(waiter, { outcome: 'failed', reason: 'deadline', detail })
     }
-    // Every review the call in flight was made for has been answered: it is given up, so that a
-    // call that never answers does not hold the queue.
-    const { inflight } = this
-    if (inflight?.waiters.every((waiter) => waiter.settled) === true) {
-      this.inflight = undefined
-      inflight.abandon(new StoreError('timeout', `no answer within ${String(inflight.ms)} ms`))
-    }
     const next = this.pending[this.first]
     if (next !== undefined) this.deadlineTimer = setTimeout(this.expireDue, Math.max(1, next.dueAt - now))
-  }
-
-  /**
-   * The store's answer to a call made for `waiters`, or a timeout once the deadline's timer has
-   * answered all of them (expireDue): the store aborts its own requests at `ms`, and this bounds a
-   * store that would not, so one hung call can never hold this replica's queue of reviews. The
-   * reviews' own timer does it, not one per call: a timer set and cleared for every write cost ~2
-   * µs a review in bench/server.ts (each call's bound differs by the millisecond, and Node keeps a
-   * list of timers per duration; docs/benchmarks.md, "Twenty-seventh pass").
-   */
-  private bounded<T>(call: Promise<T>, waiters: readonly Waiter[], ms: number): Promise<T> {
-    const { promise, resolve, reject } = Promise.withResolvers<T>()
-    call.then(resolve, reject)
-    this.inflight = { waiters, ms, abandon: reject }
-    return promise
   }
 
   /** The watch shows a ServiceCIDR: a reservation of ours for it has done its job. */
@@ -531,7 +506,7 @@ export class SharedReservations {
       let lease = this.cached
       if (lease === undefined) {
         try {
-          lease = await this.bounded(store.get(timeoutMs), waiting, timeoutMs)
+          lease = await within(store.get(timeoutMs), timeoutMs)
         } catch (error) {
           if (await this.rideOut(waiting, error, ++outages)) continue
           this.failed(waiting, error)
@@ -577,7 +552,7 @@ export class SharedReservations {
       const writeStart = this.now()
       const writeTimeoutMs = this.remaining(admitted)
       try {
-        this.cached = await this.bounded(store.update(withAnnotation(lease, text), writeTimeoutMs), admitted, writeTimeoutMs)
+        this.cached = await within(store.update(withAnnotation(lease, text), writeTimeoutMs), writeTimeoutMs)
         const end = this.now()
         this.lastWrite = { end, took: end - writeStart }
         // The next write starts from this one's entries: the text is not parsed back (were the
