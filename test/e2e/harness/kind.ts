@@ -26,7 +26,9 @@
 //   restart, so after a long outage the cluster has no Deployment, ReplicaSet or EndpointSlice
 //   controller and no scheduler for half a minute and more. A fault started in that window finds
 //   a deleted Pod's endpoint still in the Service (kube-apiserver dials it: "connection refused")
-//   and its replacement not scheduled: a fault of the control plane, not of the webhook.
+//   and its replacement not scheduled: a fault of the control plane, not of the webhook. Then it
+//   waits for kube-proxy, whose informers back off while the apiserver is down and may not watch
+//   again for up to a minute: a canary Service, counted by kube-proxy's metrics (waitProxyFollows).
 // - setPolicy: the policy ConfigMap the Deployment mounts (kustomize names it with a hash suffix, so
 //   it is found through the Deployment's "policy" volume) gets the new policy.yaml, then
 //   `kubectl rollout restart` and `rollout status`: a ConfigMap volume is refreshed by the kubelet
@@ -51,6 +53,7 @@ import { execFile } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { promisify } from 'node:util'
 import { apiFailure, Cluster, deniedPrefix } from '../lib/kube.ts'
+import { counter, parseSamples } from '../lib/prom.ts'
 import { poll } from '../lib/wait.ts'
 import { auditEventsOn, type AuditEvent, type ConnectionCounts, type Harness, type ReplicaFaults, type WebhookReadiness } from './types.ts'
 
@@ -183,6 +186,42 @@ export class KindHarness implements Harness, ReplicaFaults {
     }, { timeoutMs: 180_000, intervalMs: 1000 })
     await this.cluster.waitApiserverReady(180_000)
     await this.waitLeaders(Date.now())
+    await this.waitProxyFollows()
+  }
+
+  /**
+   * Until kube-proxy sees the API again. Its informers back off while kube-apiserver is down
+   * (client-go's reflector: 800 ms doubling to 30 s, plus up to as much again of jitter), so after
+   * an outage of half a minute it may not watch again for up to a minute after /readyz. A Pod
+   * deleted in that window stays in its rules after it has exited: new connections to the Service
+   * are refused, then go unanswered (CI, 757bc50: 13-kind-faults (b) and (c), with "kube-proxy
+   * wrote no endpoint change" for (b)). A canary Service that selects no Pod gets an EndpointSlice
+   * from kube-controller-manager; once kube-proxy has counted a Service and an EndpointSlice event
+   * since it was created, and has none left to write, it follows the Service's endpoints again.
+   */
+  private async waitProxyFollows(): Promise<void> {
+    const changes = async (): Promise<{ services: number, endpoints: number, pending: number }> => {
+      const samples = parseSamples(await this.kubeProxyMetrics())
+      return {
+        services: counter(samples, 'kubeproxy_sync_proxy_rules_service_changes_total'),
+        endpoints: counter(samples, 'kubeproxy_sync_proxy_rules_endpoint_changes_total'),
+        pending: counter(samples, 'kubeproxy_sync_proxy_rules_service_changes_pending') + counter(samples, 'kubeproxy_sync_proxy_rules_endpoint_changes_pending'),
+      }
+    }
+    const before = await changes()
+    const name = `e2e-kube-proxy-canary-${randomUUID().slice(0, 8)}`
+    await this.cluster.core.createNamespacedService({
+      namespace: 'default',
+      body: { metadata: { name }, spec: { selector: { 'e2e.servicecidr-guard.dev/canary': name }, ports: [{ port: 80 }] } },
+    })
+    try {
+      await poll(`kube-proxy to follow Services again after the kube-apiserver restart (canary Service default/${name})`, async () => {
+        const now = await changes()
+        return now.services > before.services && now.endpoints > before.endpoints && now.pending === 0
+      }, { timeoutMs: 180_000, intervalMs: 500 })
+    } finally {
+      await this.cluster.core.deleteNamespacedService({ name, namespace: 'default' })
+    }
   }
 
   /**
