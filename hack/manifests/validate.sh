@@ -317,11 +317,11 @@ for target in "${targets[@]}"; do
       fi
       ;;
     compose/gke+capacity-warnings)
-      check "capacity webhook: Service CREATEs only, never blocks (Ignore), same endpoint, skips headless" "$defs
+      check "capacity webhook: Service CREATEs and UPDATEs, never blocks (Ignore), same endpoint, skips headless and UPDATEs that take no new address" "$defs
         one(\"ValidatingWebhookConfiguration\").webhooks as \$w | (\$w | length == 2) and (\$w[1] |
           .name == \"capacity.servicecidr-guard.dev\" and .failurePolicy == \"Ignore\" and .sideEffects == \"None\"
-          and .rules == [{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"], resources: [\"services\"], scope: \"Namespaced\"}]
-          and .clientConfig == \$w[0].clientConfig and (.matchConditions | length == 1))"
+          and .rules == [{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\", \"UPDATE\"], resources: [\"services\"], scope: \"Namespaced\"}]
+          and .clientConfig == \$w[0].clientConfig and ([.matchConditions[].name] == [\"takes-a-cluster-ip\", \"takes-a-new-cluster-ip\"]))"
       ;;
     compose/gke+network-policy)
       check "NetworkPolicy: selects the webhook Pods, ingress only; the webhook port from the Konnectivity agents only, the health port from opted-in namespaces" "$defs

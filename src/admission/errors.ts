@@ -23,7 +23,7 @@ export const errors = {
   overloaded: { code: 'SCG_OVERLOADED', status: 429, reason: 'TooManyRequests', message: 'too many request bytes are in flight on this replica; retry after the Retry-After delay' },
   invalidJSON: userError('SCG_INVALID_JSON', 'the request body is not valid JSON'),
   invalidReview: userError('SCG_INVALID_REVIEW', 'the request is not an admission.k8s.io/v1 AdmissionReview'),
-  unsupportedResource: userError('SCG_UNSUPPORTED_RESOURCE', 'this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs for capacity warnings, nothing else; check the webhook configuration rules'),
+  unsupportedResource: userError('SCG_UNSUPPORTED_RESOURCE', 'this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs and UPDATEs for capacity warnings, nothing else; check the webhook configuration rules'),
   badRequest: userError('SCG_BAD_REQUEST', 'the request could not be read'),
   notFound: { code: 'SCG_NOT_FOUND', status: 404, reason: 'NotFound', message: 'no such endpoint; AdmissionReviews go to POST /validate' },
   internal: { code: 'SCG_INTERNAL', status: 500, reason: 'InternalError', message: 'servicecidr-guard failed to review the request' },

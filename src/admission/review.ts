@@ -29,8 +29,9 @@ const operations: readonly string[] = ['CREATE', 'UPDATE', 'DELETE', 'CONNECT'] 
  *   annotation values, at most 256 KiB in all (TotalAnnotationSizeLimitB in apimachinery's
  *   ValidateAnnotations): at most 1.25 MiB more. So an object is at most ~2.75 MiB of JSON.
  * - A review carries two objects only for UPDATE (object and oldObject), and only UPDATEs that
- *   change the spec reach the webhook (the matchCondition skip-metadata-only-updates); CREATE,
- *   DELETE and a Service CREATE carry one. Two objects and the envelope: ~5.5 MiB.
+ *   change the spec reach the webhook (the matchCondition skip-metadata-only-updates), or, for
+ *   Services, that may take a new ClusterIP (config/capacity-warnings); CREATE and DELETE carry
+ *   one. Two objects and the envelope: ~5.5 MiB.
  *
  * controller-runtime allows 7 MiB for any kind; ServiceCIDRs and Services need no more than this.
  */
@@ -180,19 +181,29 @@ function toServiceCIDR(raw: RawObject | null | undefined, fallbackName: string):
 }
 
 /**
- * A Service CREATE for the optional capacity webhook. By the time validating admission runs, the
- * apiserver has allocated the ClusterIPs and set spec.ipFamilies; without them, the cluster's
- * default family applies. Headless and ExternalName Services take no address.
+ * The families a Service takes ClusterIPs from: none when headless or ExternalName, undefined
+ * when spec.ipFamilies is not set (the cluster's default family).
  */
-function toServiceReview(raw: RawRequest): ServiceReviewRequest {
-  const spec = raw.object?.spec ?? {}
-  const takesNone = spec.type === 'ExternalName' || spec.clusterIP === 'None'
+function familiesOf(raw: RawObject | null | undefined): Family[] | undefined {
+  const spec = raw?.spec ?? {}
+  if (spec.type === 'ExternalName' || spec.clusterIP === 'None') return []
   const families = (spec.ipFamilies ?? []).filter((family): family is Family => family === 'IPv4' || family === 'IPv6')
-  return {
+  return families.length > 0 ? families : undefined
+}
+
+/**
+ * A Service CREATE or UPDATE for the optional capacity webhook. By the time validating admission
+ * runs, the apiserver has allocated the ClusterIPs and set spec.ipFamilies (BeginCreate and
+ * BeginUpdate come before admission in k8s.io/apiserver's generic Store); an UPDATE also says
+ * which families the Service held before.
+ */
+function toServiceReview(raw: RawRequest, operation: 'CREATE' | 'UPDATE'): ServiceReviewRequest {
+  const request = {
     namespace: raw.namespace ?? '',
     name: raw.name ?? raw.object?.metadata?.name ?? '',
-    families: takesNone ? [] : families.length > 0 ? families : undefined,
+    families: familiesOf(raw.object),
   }
+  return operation === 'CREATE' ? request : { ...request, operation, held: familiesOf(raw.oldObject) }
 }
 
 /** Decodes a raw request body: JSON first (SCG_INVALID_JSON), then the review's shape (SCG_INVALID_REVIEW). */
@@ -212,8 +223,8 @@ export function decodeReview(body: Buffer): Decoded {
     return { ok: false, uid, error: errors.invalidReview, detail: problem, ...(operation === undefined ? {} : { operation }) }
   }
   const raw = (review as unknown as { request: RawRequest }).request
-  if (raw.kind.group === '' && raw.kind.version === 'v1' && raw.kind.kind === 'Service' && raw.operation === 'CREATE' && !raw.subResource) {
-    return { ok: true, uid, service: toServiceReview(raw) }
+  if (raw.kind.group === '' && raw.kind.version === 'v1' && raw.kind.kind === 'Service' && (raw.operation === 'CREATE' || raw.operation === 'UPDATE') && !raw.subResource) {
+    return { ok: true, uid, service: toServiceReview(raw, raw.operation) }
   }
   if (raw.kind.group !== group || raw.kind.kind !== 'ServiceCIDR' || !versions.has(raw.kind.version) || (raw.subResource ?? '') !== '') {
     const what = `${raw.kind.group || 'core'}/${raw.kind.version} ${raw.kind.kind}${raw.subResource ? ` (subresource ${raw.subResource})` : ''}`

@@ -44,7 +44,7 @@ export interface Outcome {
   readonly status: number
   readonly review: AdmissionReviewOut
   readonly request?: ReviewRequest
-  /** Set instead of `request` for a Service CREATE (capacity warnings). */
+  /** Set instead of `request` for a Service CREATE or UPDATE (capacity warnings). */
   readonly service?: ServiceReviewRequest
   readonly decision?: Decision
   /** What became of the shared reservation: recorded, refused (another replica holds an overlapping range), failed (why), or none needed. */

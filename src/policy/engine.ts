@@ -122,14 +122,21 @@ function remove(policy: Policy, view: ClusterView | undefined, target: ServiceCI
 }
 
 /**
- * A Service CREATE, sent only if the optional capacity webhook is installed: always allowed (it
- * must never stand between a team and its Service), with a warning when addresses run low.
+ * A Service CREATE, or an UPDATE that may take a new address, sent only if the optional capacity
+ * webhook is installed: always allowed (it must never stand between a team and its Service), with
+ * a warning when addresses run low in a family the Service takes one from.
  */
 export function decideService(policy: Policy, view: ClusterView | undefined, request: ServiceReviewRequest): Decision {
   // The cluster's default family is the first of the ServiceCIDR kube-apiserver made from
   // --service-cluster-ip-range.
   const primary = view?.serviceCIDR(defaultServiceCIDRName)?.cidrs[0]?.family ?? 'IPv4'
-  const warnings = view === undefined ? [] : capacityWarnings(policy, view, request.families ?? [primary])
+  const taken = request.families ?? [primary]
+  // An UPDATE allocates only in the families the Service did not hold: all of them from
+  // ExternalName, the second one from single- to dual-stack (updateClusterIPs,
+  // pkg/registry/core/service/storage/alloc.go).
+  const held = request.operation === 'UPDATE' ? request.held ?? [primary] : []
+  const families = taken.filter((family) => !held.includes(family))
+  const warnings = view === undefined || families.length === 0 ? [] : capacityWarnings(policy, view, families)
   return { allowed: true, violations: [], warnings, message: '', bypass: 'NothingToCheck', cidrs: [] }
 }
 

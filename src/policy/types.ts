@@ -121,12 +121,18 @@ export interface AddressRange {
 
 export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT'
 
-/** A Service CREATE, reviewed only to warn when Service addresses run low (capacity webhook). */
+/** A Service CREATE or UPDATE, reviewed only to warn when Service addresses run low (capacity webhook). */
 export interface ServiceReviewRequest {
   readonly namespace: string
   readonly name: string
   /** The families the Service takes ClusterIPs from; empty for headless and ExternalName; undefined: the cluster's default. */
   readonly families: readonly Family[] | undefined
+  /**
+   * An UPDATE only: the families the Service held before (the same conventions). It takes an
+   * address only from those it did not hold: ExternalName to ClusterIP, single- to dual-stack.
+   */
+  readonly held?: readonly Family[] | undefined
+  readonly operation?: 'CREATE' | 'UPDATE'
 }
 
 export interface UserInfo {

@@ -65,12 +65,16 @@ export function referenceDecode(text: string): ReferenceDecoded {
   const spec = (o: Obj | null | undefined): Obj => (isObj(o) ? (get(o, 'spec') as Obj | undefined) ?? {} : {})
   const requestName = get(request, 'name') as string | undefined
 
-  if (kind['group'] === '' && kind['version'] === 'v1' && kind['kind'] === 'Service' && get(request, 'operation') === 'CREATE' && !subResource) {
-    const s = spec(object)
-    const headless = s['type'] === 'ExternalName' || s['clusterIP'] === 'None'
-    const families = ((s['ipFamilies'] as string[] | undefined) ?? []).filter((family): family is Family => family === 'IPv4' || family === 'IPv6')
-    const service = { namespace: (get(request, 'namespace') as string | undefined) ?? '', name: requestName ?? metadataName(object) ?? '', families: headless ? [] : families.length > 0 ? families : undefined }
-    return { code: 'ok', uid, decoded: { ok: true, uid, service } }
+  const operation = get(request, 'operation')
+  if (kind['group'] === '' && kind['version'] === 'v1' && kind['kind'] === 'Service' && (operation === 'CREATE' || operation === 'UPDATE') && !subResource) {
+    const familiesOf = (o: Obj | null | undefined): Family[] | undefined => {
+      const s = spec(o)
+      if (s['type'] === 'ExternalName' || s['clusterIP'] === 'None') return []
+      const families = ((s['ipFamilies'] as string[] | undefined) ?? []).filter((family): family is Family => family === 'IPv4' || family === 'IPv6')
+      return families.length > 0 ? families : undefined
+    }
+    const service = { namespace: (get(request, 'namespace') as string | undefined) ?? '', name: requestName ?? metadataName(object) ?? '', families: familiesOf(object) }
+    return { code: 'ok', uid, decoded: { ok: true, uid, service: operation === 'CREATE' ? service : { ...service, operation, held: familiesOf(oldObject) } } }
   }
   if (kind['group'] !== 'networking.k8s.io' || kind['kind'] !== 'ServiceCIDR' || !['v1', 'v1beta1', 'v1alpha1'].includes(kind['version'] as string) || (subResource ?? '') !== '') {
     return { code: 'SCG_UNSUPPORTED_RESOURCE', uid }

@@ -72,3 +72,30 @@ t.test('Service CREATE: always allowed; warns for the families it takes addresse
   t.same(decideService(watchful, undefined, { namespace: 'default', name: 'web', families: ['IPv4'] }).warnings, [], 'no view: no guess, no warning')
   t.end()
 })
+
+t.test('Service UPDATE: warns only for the families it takes an address from anew', (t) => {
+  const bothLow = cluster({
+    serviceCIDRs: [serviceCIDR('kubernetes', '10.96.0.0/29'), serviceCIDR('v6', 'fd00::/125')],
+    ipAddresses: [
+      ...['10.96.0.1', '10.96.0.2', '10.96.0.3', '10.96.0.4'].map((ip, index) => serviceIP(ip, 'default', `svc-${index}`)),
+      ...['fd00::1', 'fd00::2', 'fd00::3', 'fd00::4'].map((ip, index) => serviceIP(ip, 'default', `svc6-${index}`)),
+    ],
+  })
+  const cases = [
+    { name: 'ExternalName to ClusterIP: every family it now takes', families: ['IPv4'] as const, held: [] as const, warned: ['IPv4'] },
+    { name: 'ExternalName to dual-stack: both', families: ['IPv4', 'IPv6'] as const, held: [] as const, warned: ['IPv4', 'IPv6'] },
+    { name: 'single- to dual-stack: the second family only', families: ['IPv4', 'IPv6'] as const, held: ['IPv4'] as const, warned: ['IPv6'] },
+    { name: 'the same families (a port or selector changed): nothing', families: ['IPv4'] as const, held: ['IPv4'] as const, warned: [] },
+    { name: 'dual- to single-stack: nothing taken', families: ['IPv4'] as const, held: ['IPv4', 'IPv6'] as const, warned: [] },
+    { name: 'ClusterIP to ExternalName: nothing taken', families: [] as const, held: ['IPv4'] as const, warned: [] },
+    { name: 'neither says its families: both the default family, nothing taken', families: undefined, held: undefined, warned: [] },
+    { name: 'from ExternalName, families not set: the default family', families: undefined, held: [] as const, warned: ['IPv4'] },
+  ]
+  for (const testCase of cases) {
+    const decision = decideService(watchful, bothLow, { namespace: 'default', name: 'web', operation: 'UPDATE', families: testCase.families, held: testCase.held })
+    t.equal(decision.allowed, true, testCase.name)
+    t.same(decision.warnings.map((warning) => /(IPv[46]) Service addresses/.exec(warning)?.[1]), testCase.warned, `${testCase.name}: warned for`)
+  }
+  t.same(decideService(watchful, bothLow, { namespace: 'default', name: 'web', families: ['IPv4', 'IPv6'], held: ['IPv4', 'IPv6'] }).warnings.length, 2, 'held is read for an UPDATE only: a CREATE takes every family')
+  t.end()
+})

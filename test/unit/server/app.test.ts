@@ -302,14 +302,14 @@ t.test('bad input gets a 400 that is itself an AdmissionReview', async (t) => {
       headers: { 'content-type': 'application/json' },
       payload: JSON.stringify({ ...review('CREATE', 'p', ['10.0.0.0/24']), request: { ...(review('CREATE', 'p', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Pod' } } }),
       uid: 'uid-p',
-      message: 'servicecidr-guard: this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs for capacity warnings, nothing else; check the webhook configuration rules (got core/v1 Pod) [SCG_UNSUPPORTED_RESOURCE]',
+      message: 'servicecidr-guard: this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs and UPDATEs for capacity warnings, nothing else; check the webhook configuration rules (got core/v1 Pod) [SCG_UNSUPPORTED_RESOURCE]',
     },
     {
-      name: 'a Service UPDATE (the capacity webhook matching more than CREATE), uid echoed',
+      name: 'a Service DELETE (the capacity webhook matching more than CREATE and UPDATE), uid echoed',
       headers: { 'content-type': 'application/json' },
-      payload: JSON.stringify({ ...review('UPDATE', 's', ['10.0.0.0/24']), request: { ...(review('UPDATE', 's', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Service' } } }),
+      payload: JSON.stringify({ ...review('DELETE', 's', ['10.0.0.0/24']), request: { ...(review('DELETE', 's', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Service' } } }),
       uid: 'uid-s',
-      message: 'servicecidr-guard: this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs for capacity warnings, nothing else; check the webhook configuration rules (got core/v1 Service) [SCG_UNSUPPORTED_RESOURCE]',
+      message: 'servicecidr-guard: this webhook reviews networking.k8s.io ServiceCIDRs, and core/v1 Service CREATEs and UPDATEs for capacity warnings, nothing else; check the webhook configuration rules (got core/v1 Service) [SCG_UNSUPPORTED_RESOURCE]',
     },
   ]
   for (const testCase of cases) {
@@ -405,16 +405,16 @@ t.test('health and metrics', async (t) => {
   await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'ok', ['34.118.224.0/24']) })
   await app.inject({ method: 'POST', url: '/validate', payload: review('CREATE', 'no', ['10.0.0.0/24']) })
   await app.inject({ method: 'POST', url: '/validate', payload: '{', headers: { 'content-type': 'application/json' } })
-  // Refused, yet its operation is known: a Service UPDATE (the capacity webhook's rules matching
-  // more than CREATE) is counted as an UPDATE, so the misconfiguration shows which operation.
-  const serviceUpdate = { ...review('UPDATE', 's', ['10.0.0.0/24']), request: { ...(review('UPDATE', 's', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Service' } } }
-  t.equal((await app.inject({ method: 'POST', url: '/validate', payload: serviceUpdate })).statusCode, 400)
+  // Refused, yet its operation is known: a Service DELETE (the capacity webhook's rules matching
+  // more than CREATE and UPDATE) is counted as a DELETE, so the misconfiguration shows which operation.
+  const serviceDelete = { ...review('DELETE', 's', ['10.0.0.0/24']), request: { ...(review('DELETE', 's', ['10.0.0.0/24'])['request'] as object), kind: { group: '', version: 'v1', kind: 'Service' } } }
+  t.equal((await app.inject({ method: 'POST', url: '/validate', payload: serviceDelete })).statusCode, 400)
   const metrics = await app.inject({ method: 'GET', url: '/metrics' })
   t.equal(metrics.statusCode, 200)
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="allowed"} 1')
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="denied"} 1')
   t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="UNKNOWN",outcome="error"} 1')
-  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="UPDATE",outcome="error"} 1')
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="DELETE",outcome="error"} 1')
   t.match(metrics.body, 'servicecidr_guard_review_errors_total{code="SCG_INVALID_JSON"} 1')
   t.match(metrics.body, 'servicecidr_guard_decision_duration_seconds_count{operation="CREATE"} 2')
   t.match(metrics.body, 'servicecidr_guard_cache_objects{resource="servicecidrs"} 1')
@@ -450,6 +450,14 @@ t.test('a Service CREATE (capacity webhook) is allowed, with a warning when addr
       warnings: ['servicecidr-guard: only 13 of 14 IPv4 Service addresses are free in this cluster (the policy warns below 20); add a ServiceCIDR before Services fail with "range is full"'],
     },
   })
-  const update = await app.inject({ method: 'POST', url: '/validate', payload: { ...body, request: { ...body.request, operation: 'UPDATE', oldObject: body.request.object } } })
-  t.equal(update.statusCode, 400, 'only Service CREATEs are reviewed')
+  // An UPDATE takes an address only in a family the Service did not hold before.
+  const update = (from: object, uid: string) => app.inject({ method: 'POST', url: '/validate', payload: { ...body, request: { ...body.request, uid, operation: 'UPDATE', oldObject: { ...body.request.object, spec: from } } } })
+  const fromExternalName = await update({ type: 'ExternalName', externalName: 'web.example.com' }, 'svc-2')
+  t.equal(fromExternalName.statusCode, 200)
+  t.same(fromExternalName.json<{ response: { uid: string, allowed: boolean, warnings?: string[] } }>().response, { uid: 'svc-2', allowed: true, warnings: [response.json<{ response: { warnings: string[] } }>().response.warnings[0]] }, 'ExternalName to ClusterIP: warned')
+  const portChanged = await update({ clusterIP: '10.96.0.7', clusterIPs: ['10.96.0.7'], ipFamilies: ['IPv4'], ports: [{ port: 8080 }] }, 'svc-3')
+  t.same(portChanged.json<{ response: object }>().response, { uid: 'svc-3', allowed: true }, 'a port changed, the families the same: no warning')
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="UPDATE",outcome="allowed"} 2')
+  t.match(metrics.body, 'servicecidr_guard_reviews_total{operation="CREATE",outcome="allowed"} 1')
 })
