@@ -10,6 +10,7 @@ export interface PolicyChanges {
   readonly enforcement?: 'Deny' | 'Warn' | 'Audit'
   readonly allowedRanges?: readonly string[]
   readonly prefixLength?: { readonly ipv4?: { readonly min: number, readonly max: number }, readonly ipv6?: { readonly min: number, readonly max: number } }
+  readonly capacity?: { readonly warnWhenFreeBelow?: { readonly ipv4?: number, readonly ipv6?: number } }
 }
 
 export function policyWith(changes: PolicyChanges): string {
