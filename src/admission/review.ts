@@ -199,11 +199,12 @@ function familiesOf(raw: RawObject | null | undefined): Family[] | undefined {
  */
 function toServiceReview(raw: RawRequest, operation: 'CREATE' | 'UPDATE'): ServiceReviewRequest {
   const request = {
+    operation,
     namespace: raw.namespace ?? '',
     name: raw.name ?? raw.object?.metadata?.name ?? '',
     families: familiesOf(raw.object),
   }
-  return operation === 'CREATE' ? request : { ...request, operation, held: familiesOf(raw.oldObject) }
+  return operation === 'UPDATE' ? { ...request, held: familiesOf(raw.oldObject) } : request
 }
 
 /** Decodes a raw request body: JSON first (SCG_INVALID_JSON), then the review's shape (SCG_INVALID_REVIEW). */

@@ -136,7 +136,7 @@ export function decideService(policy: Policy, view: ClusterView | undefined, req
   // pkg/registry/core/service/storage/alloc.go).
   const held = request.operation === 'UPDATE' ? request.held ?? [primary] : []
   const families = taken.filter((family) => !held.includes(family))
-  const warnings = view === undefined || families.length === 0 ? [] : capacityWarnings(policy, view, families)
+  const warnings = view === undefined ? [] : capacityWarnings(policy, view, families)
   return { allowed: true, violations: [], warnings, message: '', bypass: 'NothingToCheck', cidrs: [] }
 }
 

@@ -123,6 +123,7 @@ export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT'
 
 /** A Service CREATE or UPDATE, reviewed only to warn when Service addresses run low (capacity webhook). */
 export interface ServiceReviewRequest {
+  readonly operation: 'CREATE' | 'UPDATE'
   readonly namespace: string
   readonly name: string
   /** The families the Service takes ClusterIPs from; empty for headless and ExternalName; undefined: the cluster's default. */
@@ -132,7 +133,6 @@ export interface ServiceReviewRequest {
    * address only from those it did not hold: ExternalName to ClusterIP, single- to dual-stack.
    */
   readonly held?: readonly Family[] | undefined
-  readonly operation?: 'CREATE' | 'UPDATE'
 }
 
 export interface UserInfo {

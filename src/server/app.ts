@@ -91,7 +91,7 @@ function edgeError(error: FastifyError): typeof errors[keyof typeof errors] {
 }
 
 function operationOf(outcome: Outcome): string {
-  return outcome.request?.operation ?? outcome.operation ?? (outcome.service ? outcome.service.operation ?? 'CREATE' : 'UNKNOWN')
+  return outcome.request?.operation ?? outcome.operation ?? outcome.service?.operation ?? 'UNKNOWN'
 }
 
 function send(reply: FastifyReply, outcome: Outcome): FastifyReply {

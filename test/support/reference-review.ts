@@ -5,7 +5,7 @@
 
 import type { Decoded } from '../../src/admission/review.ts'
 import type { Family } from '../../src/policy/ip.ts'
-import type { Operation } from '../../src/policy/types.ts'
+import type { Operation, ServiceReviewRequest } from '../../src/policy/types.ts'
 
 export type ReferenceDecoded =
   | { readonly code: 'ok', readonly uid: string, readonly decoded: Decoded }
@@ -73,8 +73,8 @@ export function referenceDecode(text: string): ReferenceDecoded {
       const families = ((s['ipFamilies'] as string[] | undefined) ?? []).filter((family): family is Family => family === 'IPv4' || family === 'IPv6')
       return families.length > 0 ? families : undefined
     }
-    const service = { namespace: (get(request, 'namespace') as string | undefined) ?? '', name: requestName ?? metadataName(object) ?? '', families: familiesOf(object) }
-    return { code: 'ok', uid, decoded: { ok: true, uid, service: operation === 'CREATE' ? service : { ...service, operation, held: familiesOf(oldObject) } } }
+    const service: ServiceReviewRequest = { operation, namespace: (get(request, 'namespace') as string | undefined) ?? '', name: requestName ?? metadataName(object) ?? '', families: familiesOf(object) }
+    return { code: 'ok', uid, decoded: { ok: true, uid, service: operation === 'UPDATE' ? { ...service, held: familiesOf(oldObject) } : service } }
   }
   if (kind['group'] !== 'networking.k8s.io' || kind['kind'] !== 'ServiceCIDR' || !['v1', 'v1beta1', 'v1alpha1'].includes(kind['version'] as string) || (subResource ?? '') !== '') {
     return { code: 'SCG_UNSUPPORTED_RESOURCE', uid }

@@ -65,11 +65,11 @@ t.test('Service CREATE: always allowed; warns for the families it takes addresse
     { name: 'headless or ExternalName: no address taken', families: [] as const, warned: false },
   ]
   for (const testCase of cases) {
-    const decision = decideService(watchful, twoLeft, { namespace: 'default', name: 'web', families: testCase.families })
+    const decision = decideService(watchful, twoLeft, { operation: 'CREATE', namespace: 'default', name: 'web', families: testCase.families })
     t.equal(decision.allowed, true, testCase.name)
     t.equal(decision.warnings.length, testCase.warned ? 1 : 0, `${testCase.name}: warnings`)
   }
-  t.same(decideService(watchful, undefined, { namespace: 'default', name: 'web', families: ['IPv4'] }).warnings, [], 'no view: no guess, no warning')
+  t.same(decideService(watchful, undefined, { operation: 'CREATE', namespace: 'default', name: 'web', families: ['IPv4'] }).warnings, [], 'no view: no guess, no warning')
   t.end()
 })
 
@@ -92,10 +92,10 @@ t.test('Service UPDATE: warns only for the families it takes an address from ane
     { name: 'from ExternalName, families not set: the default family', families: undefined, held: [] as const, warned: ['IPv4'] },
   ]
   for (const testCase of cases) {
-    const decision = decideService(watchful, bothLow, { namespace: 'default', name: 'web', operation: 'UPDATE', families: testCase.families, held: testCase.held })
+    const decision = decideService(watchful, bothLow, { operation: 'UPDATE', namespace: 'default', name: 'web', families: testCase.families, held: testCase.held })
     t.equal(decision.allowed, true, testCase.name)
     t.same(decision.warnings.map((warning) => /(IPv[46]) Service addresses/.exec(warning)?.[1]), testCase.warned, `${testCase.name}: warned for`)
   }
-  t.same(decideService(watchful, bothLow, { namespace: 'default', name: 'web', families: ['IPv4', 'IPv6'], held: ['IPv4', 'IPv6'] }).warnings.length, 2, 'held is read for an UPDATE only: a CREATE takes every family')
+  t.same(decideService(watchful, bothLow, { operation: 'CREATE', namespace: 'default', name: 'web', families: ['IPv4', 'IPv6'], held: ['IPv4', 'IPv6'] }).warnings.length, 2, 'held is read for an UPDATE only: a CREATE takes every family')
   t.end()
 })
