@@ -28,7 +28,6 @@ import { poll } from './lib/wait.ts'
 
 const context = await begin(t, import.meta.url, 'capacity-warnings')
 const { cluster, harness, file, spec } = context
-const configurations = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations'
 const configurationName = 'servicecidr-guard-e2e-capacity'
 const threshold = 1_000_000
 const warned = new RegExp(`^299 - "servicecidr-guard: only \\d+ of \\d+ IPv4 Service addresses are free in this cluster \\(the policy warns below ${String(threshold)}\\)`)
@@ -46,11 +45,6 @@ async function capacityConfiguration(): Promise<Record<string, unknown>> {
     metadata: { name: configurationName, labels: { [specLabel]: spec } },
     webhooks: [{ ...patch.value, clientConfig }],
   }
-}
-
-async function unregister(): Promise<void> {
-  const { status } = await cluster.raw('DELETE', `${configurations}/${configurationName}`)
-  if (status !== 200 && status !== 404) throw new Error(`DELETE ValidatingWebhookConfiguration ${configurationName}: HTTP ${String(status)}`)
 }
 
 /** Reviews the replicas have answered, every kind and outcome. */
@@ -93,9 +87,10 @@ function withPorts(spec: V1ServiceSpec, ports: V1ServicePort[]): V1ServiceSpec {
 }
 
 await file.spec('with the capacity webhook registered and a policy that warns, a ClusterIP Service CREATE carries the warning', async (t) => {
-  await unregister()
-  const { status, text } = await cluster.raw('POST', configurations, { body: await capacityConfiguration() })
-  t.equal(status, 201, `registered ValidatingWebhookConfiguration ${configurationName}${status === 201 ? '' : `: ${text}`}`)
+  // A crashed earlier run may have left it registered.
+  await cluster.deleteWebhookConfiguration(configurationName)
+  await cluster.createWebhookConfiguration(await capacityConfiguration())
+  t.ok(await cluster.webhookConfiguration(configurationName), `registered ValidatingWebhookConfiguration ${configurationName}`)
   await harness.setPolicy(policyWith({ capacity: { warnWhenFreeBelow: { ipv4: threshold } } }))
   // kube-apiserver picks a new registration up from its informer, within a second or so.
   const warning = await poll('a dry-run Service CREATE to carry the capacity warning', async () => {
@@ -136,8 +131,8 @@ await file.spec('UPDATEs that take no new address are not sent to the webhook: a
 })
 
 await file.spec('the capacity webhook is unregistered', async (t) => {
-  await unregister()
-  t.equal((await cluster.raw('GET', `${configurations}/${configurationName}`)).status, 404, `ValidatingWebhookConfiguration ${configurationName} is gone`)
+  await cluster.deleteWebhookConfiguration(configurationName)
+  t.equal(await cluster.webhookConfiguration(configurationName), undefined, `ValidatingWebhookConfiguration ${configurationName} is gone`)
 })
 
 await finish(context)

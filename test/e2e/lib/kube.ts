@@ -317,23 +317,24 @@ export class Cluster {
     }, { timeoutMs: 30_000, intervalMs: 200 })
   }
 
-  /** The webhook's registration, or undefined when it is not registered. */
-  async webhookConfiguration(): Promise<Record<string, unknown> | undefined> {
-    const { status, body } = await this.rawJSON('GET', `${webhookConfigurations}/${webhookConfigurationName}`)
+  /** The webhook's registration (or the one named `name`), or undefined when it is not registered. */
+  async webhookConfiguration(name = webhookConfigurationName): Promise<Record<string, unknown> | undefined> {
+    const { status, body } = await this.rawJSON('GET', `${webhookConfigurations}/${name}`)
     if (status === 404) return undefined
-    if (status !== 200) throw new Error(`GET ValidatingWebhookConfiguration ${webhookConfigurationName}: HTTP ${status}`)
+    if (status !== 200) throw new Error(`GET ValidatingWebhookConfiguration ${name}: HTTP ${status}`)
     return body as Record<string, unknown>
   }
 
-  async deleteWebhookConfiguration(): Promise<void> {
-    const { status } = await this.raw('DELETE', `${webhookConfigurations}/${webhookConfigurationName}`)
-    if (status !== 200 && status !== 404) throw new Error(`DELETE ValidatingWebhookConfiguration ${webhookConfigurationName}: HTTP ${status}`)
+  async deleteWebhookConfiguration(name = webhookConfigurationName): Promise<void> {
+    const { status } = await this.raw('DELETE', `${webhookConfigurations}/${name}`)
+    if (status !== 200 && status !== 404) throw new Error(`DELETE ValidatingWebhookConfiguration ${name}: HTTP ${status}`)
   }
 
-  /** Registers a saved ValidatingWebhookConfiguration again (it must not exist). */
+  /** Registers a (saved) ValidatingWebhookConfiguration (it must not exist). */
   async createWebhookConfiguration(saved: Record<string, unknown>): Promise<void> {
+    const name = (saved['metadata'] as { name?: string } | undefined)?.name ?? webhookConfigurationName
     const { status, text } = await this.raw('POST', webhookConfigurations, { body: saved })
-    if (status !== 201) throw new Error(`POST ValidatingWebhookConfiguration ${webhookConfigurationName}: HTTP ${status}: ${text}`)
+    if (status !== 201) throw new Error(`POST ValidatingWebhookConfiguration ${name}: HTTP ${status}: ${text}`)
   }
 
   /**
