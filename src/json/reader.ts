@@ -119,12 +119,20 @@ const ESCAPES = new Uint8Array(128)
 for (const c of '"\\/bfnrt') ESCAPES[c.charCodeAt(0)] = 1
 
 /**
+ * The nesting stack skipValue starts with, shared by every document: reading is synchronous and
+ * never re-entered, so no two documents use it at once. A document nested deeper grows a stack of
+ * its own, which goes with it. One per document was ~0.1 µs of a review's CPU (a typed array
+ * allocated; docs/benchmarks.md, "Twenty-ninth pass").
+ */
+const sharedStack = new Uint8Array(64)
+
+/**
  * A reader's working state, made once per document: the escapes seen (a string without any is
  * decoded without JSON.parse) and the nesting stack of skipValue, grown as a document needs.
  */
 class Escapes {
   count = 0
-  stack = new Uint8Array(64)
+  stack = sharedStack
 }
 
 /** From the opening quote to just past the closing one. */
