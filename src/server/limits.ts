@@ -206,7 +206,8 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate
     }
     const charge = { bytes: limits.requestBytes }
     held.set(request, charge)
-    reply.raw.once('close', () => {
+    // `on`, not `once`: a response closes once, and once's wrapper and removal cost every request.
+    reply.raw.on('close', () => {
       budget.give(charge.bytes)
       charge.bytes = 0
     })
@@ -219,13 +220,17 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate
     const declared = declaredLength(request)
     const chunks: Buffer[] = []
     let received = 0
+    // Set once done is called; any event after it is ignored (and an 'error' then still has a
+    // listener). A flag, not three removeListener calls a request: the listeners go with the stream.
+    let stopped = false
     const stop = (error: Error | null, body?: Buffer): void => {
-      payload.removeListener('data', onData)
-      payload.removeListener('end', onEnd)
-      payload.removeListener('error', onError)
+      stopped = true
+      // A refused body's bytes are not held while the rest of it arrives.
+      chunks.length = 0
       done(error, body)
     }
     const onData = (chunk: Buffer): void => {
+      if (stopped) return
       received += chunk.length
       if (received > limits.bodyBytes) {
         stop(new LimitError('SCG_BODY_TOO_LARGE', `more than ${limits.bodyBytes} bytes received`))
@@ -242,6 +247,7 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate
       chunks.push(chunk)
     }
     const onEnd = (): void => {
+      if (stopped) return
       if (declared !== undefined && received !== declared) {
         stop(Object.assign(new Error('the body length differs from content-length'), { code: 'FST_ERR_CTP_INVALID_CONTENT_LENGTH', statusCode: 400 }))
         return
@@ -252,6 +258,7 @@ export function guardRequests(app: FastifyInstance, budget: InFlightBudget, rate
     // The body stream fails when the client hangs up before its last byte: its fault, a 400, as
     // fastify's own body reader (rawBody in lib/content-type-parser.js) marks it, not a 500.
     const onError = (error: Error & { statusCode?: number }): void => {
+      if (stopped) return
       error.statusCode ??= 400
       stop(error)
     }
