@@ -6,7 +6,7 @@
 import t from 'tap'
 import { failure, serviceCIDRObject } from './lib/kube.ts'
 import { policyWith } from './lib/policy.ts'
-import { parseSamples } from './lib/prom.ts'
+import { counter, parseSamples } from './lib/prom.ts'
 import { begin, finish } from './lib/setup.ts'
 
 const context = await begin(t, import.meta.url, 'warn-mode')
@@ -14,10 +14,7 @@ const { cluster, harness, file, spec } = context
 const outside = { name: 'e2e-warn-mode-outside', cidrs: ['10.200.0.0/24'], spec }
 
 async function warnedReviews(): Promise<number> {
-  const samples = (await harness.webhookMetrics()).flatMap(parseSamples)
-  return samples
-    .filter((sample) => sample.name === 'servicecidr_guard_reviews_total' && sample.labels['outcome'] === 'warned')
-    .reduce((sum, sample) => sum + sample.value, 0)
+  return counter((await harness.webhookMetrics()).flatMap(parseSamples), 'servicecidr_guard_reviews_total', { outcome: 'warned' })
 }
 
 await file.spec('under the baseline policy (Deny) the out-of-range create is refused', async (t) => {

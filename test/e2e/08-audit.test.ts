@@ -14,7 +14,7 @@ import { baselinePolicyPath } from './harness/index.ts'
 import { serviceCIDRObject } from './lib/kube.ts'
 import { repoRoot } from './lib/paths.ts'
 import { policyWith } from './lib/policy.ts'
-import { parseSamples } from './lib/prom.ts'
+import { counter, parseSamples } from './lib/prom.ts'
 import { begin, finish } from './lib/setup.ts'
 import { poll } from './lib/wait.ts'
 
@@ -54,8 +54,7 @@ async function audit(): Promise<{ code: number, report: AuditJSON, stderr: strin
 }
 
 async function auditedReviews(): Promise<number> {
-  const samples = (await harness.webhookMetrics()).flatMap(parseSamples)
-  return samples.filter((sample) => sample.name === 'servicecidr_guard_reviews_total' && sample.labels['outcome'] === 'audited').reduce((sum, sample) => sum + sample.value, 0)
+  return counter((await harness.webhookMetrics()).flatMap(parseSamples), 'servicecidr_guard_reviews_total', { outcome: 'audited' })
 }
 
 await file.spec('setup: an in-policy range with a Service, and an out-of-policy range admitted in Audit mode', async (t) => {
