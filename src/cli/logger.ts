@@ -1,15 +1,18 @@
-// The server's logger: one JSON line a decision on stdout, written 16 KiB at a time and at least
+// The server's logger: one JSON line a decision on stdout, written 64 KiB at a time and at least
 // every second, not one write per line. pino's default destination writes each line through
 // libuv's thread pool: measured, ~13 µs of CPU a line against ~6 µs buffered (docs/benchmarks.md,
 // "Cost per review"), on a path that logs every review. A line is at most a second late; what is
 // left is written when the process exits.
 //
-// The lines are gathered here, in an array, and handed to the destination (sonic-boom) 16 KiB at a
+// The lines are gathered here, in an array, and handed to the destination (sonic-boom) 64 KiB at a
 // time. Each write goes through libuv's thread pool, ~30 µs of the event loop's time a write as
-// measured on a 2-core machine (4 KiB at a time, that was 3 µs a decision). And sonic-boom's own
-// buffer measures the byte length of all it holds on every write (sonic-boom 4.2, `write`:
-// Buffer.byteLength of its last chunk): a line buffered there cost ~2.2 µs, more than pino's
-// formatting of it; gathered here, ~0.1 µs.
+// measured on a 2-core machine (4 KiB at a time, that was 3 µs a decision), and its hand-off to a
+// pool thread often wakes the other CPU. 64 KiB, Linux's default pipe capacity, a quarter of the
+// writes that 16 KiB made: ~0.7 µs less a decision under load (docs/benchmarks.md, "Thirtieth
+// pass"). A process killed without its exit hook loses at most that much, or a second of lines,
+// whichever is less. And sonic-boom's own buffer measures the byte length of all it holds on
+// every write (sonic-boom 4.2, `write`: Buffer.byteLength of its last chunk): a line buffered there
+// cost ~2.2 µs, more than pino's formatting of it; gathered here, ~0.1 µs.
 //
 // A decision's line is formatted here too, not by pino: see decisionWriter.
 
@@ -89,7 +92,7 @@ export function serverLogger(level: string, dest: number | string = 1): ServerLo
   // and at exit.
   const fd = typeof dest === 'number' ? dest : openSync(dest, 'a')
   const destination = pino.destination({ dest: fd, sync: false })
-  const lines = new LineBatch(destination, 16_384)
+  const lines = new LineBatch(destination, 65_536)
   const flush = (): void => {
     lines.flush()
     destination.flush()

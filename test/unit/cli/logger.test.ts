@@ -1,4 +1,4 @@
-// The server's logger: whole lines, gathered and written 16 KiB at a time, none lost at close or
+// The server's logger: whole lines, gathered and written 64 KiB at a time, none lost at close or
 // at exit.
 
 import t from 'tap'
