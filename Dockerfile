@@ -63,5 +63,10 @@ USER 65532:65532
 # 9443: HTTPS webhook (POST /validate). 8081: plain HTTP /livez, /readyz, /metrics.
 EXPOSE 9443 8081
 # Exec form, node as PID 1: SIGTERM reaches the server directly (no shell in between), and it
-# drains in-flight reviews before exiting. Arguments come from the Deployment (`serve ...`).
-ENTRYPOINT ["/nodejs/bin/node", "/app/dist/main.js"]
+# drains in-flight reviews before exiting. Arguments come from the Deployment (`serve ...`), heap
+# sizes from its NODE_OPTIONS. --no-parallel-scavenge: a young-generation collection here copies
+# about 100 KB, too little to share out. Shared with V8's worker threads, its pause was mostly the
+# wait for a worker to be scheduled: 0.8-0.9 ms (median) with the node's cores busy, against
+# 0.5 ms on the main thread alone (docs/benchmarks.md, "Thirty-second pass"). NODE_OPTIONS does not
+# accept this flag, so it is here, and the benchmarks read it from this line (bench/replica.ts).
+ENTRYPOINT ["/nodejs/bin/node", "--no-parallel-scavenge", "/app/dist/main.js"]

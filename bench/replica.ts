@@ -1,6 +1,6 @@
 // A webhook replica as the Deployment runs it, for the benchmarks that need a whole process: the
 // built `serve` command (dist/main.js, as in the image) of a checkout, with the NODE_OPTIONS of
-// config/manager/manager.yaml, on loopback. The checkout is this repository or an older commit
+// config/manager/manager.yaml and the node flags of the Dockerfile's ENTRYPOINT, on loopback. The checkout is this repository or an older commit
 // unpacked by checkoutOf(), so that one script measures both side by side.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
@@ -19,6 +19,18 @@ export function deploymentNodeOptions(checkout: string): string {
   const value = deployment?.spec.template.spec.containers[0]?.env?.find((env) => env.name === 'NODE_OPTIONS')?.value
   if (value === undefined) throw new Error('config/manager/manager.yaml sets no NODE_OPTIONS')
   return value
+}
+
+/**
+ * The node flags of the image's ENTRYPOINT in a checkout's Dockerfile (V8 flags that NODE_OPTIONS
+ * does not accept, such as --no-parallel-scavenge), so that a benchmark's servers run as the
+ * container does; none for a checkout from before there were any.
+ */
+export function imageNodeFlags(checkout: string): string[] {
+  const line = readFileSync(join(checkout, 'Dockerfile'), 'utf8').split('\n').find((text) => text.startsWith('ENTRYPOINT '))
+  if (line === undefined) throw new Error(`${checkout}/Dockerfile has no ENTRYPOINT`)
+  const entrypoint = JSON.parse(line.slice('ENTRYPOINT '.length)) as string[]
+  return entrypoint.slice(1).filter((arg) => arg.startsWith('--'))
 }
 
 /**
@@ -139,6 +151,7 @@ export function startReplica(options: ReplicaOptions): Replica {
   // BENCH_NODE_ARGS: extra node flags for the replica, e.g. --cpu-prof --cpu-prof-dir=/tmp/prof.
   const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')
   const child = spawn(process.execPath, [
+    ...imageNodeFlags(options.checkout),
     ...nodeArgs,
     join(options.checkout, 'dist/main.js'), 'serve',
     '--policy', options.policy, '--tls-cert', options.cert, '--tls-key', options.key,

@@ -31,7 +31,7 @@ import { parsePolicy } from '../src/config/policy.ts'
 import { timeDecisions } from './decide.ts'
 import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
 import { load, type LoadResult } from './load.ts'
-import { checkoutOf, deploymentNodeOptions, repo } from './replica.ts'
+import { checkoutOf, deploymentNodeOptions, imageNodeFlags, repo } from './replica.ts'
 import { median } from './stats.ts'
 
 const { values: flags } = parseArgs({ options: { baseline: { type: 'string' } } })
@@ -128,9 +128,11 @@ try {
   // BENCH_NODE_ARGS: extra node flags for the webhook server, e.g. --cpu-prof --cpu-prof-dir=DIR.
   const nodeArgs = (process.env['BENCH_NODE_ARGS'] ?? '').split(' ').filter((arg) => arg !== '')
   const port = (offset: number): string => (basePort === undefined ? '0' : String(Number(basePort) + offset))
-  // Every server runs with its build's Deployment NODE_OPTIONS (heap sizes), as a replica does.
+  // Every server runs with its build's Deployment NODE_OPTIONS (heap sizes) and its image's node
+  // flags (the young generation collected on the main thread), as a replica does; the empty
+  // handler too, so that the two differ by their code alone.
   const forkServer = (checkout: string, script: string, args: string[], execArgv: string[] = [], env: Record<string, string> = {}): ChildProcess => {
-    const child = fork(join(checkout, 'bench', script), [cert, key, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env: { ...process.env, ...env, NODE_OPTIONS: deploymentNodeOptions(checkout) } })
+    const child = fork(join(checkout, 'bench', script), [cert, key, ...args], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...imageNodeFlags(checkout), ...execArgv], env: { ...process.env, ...env, NODE_OPTIONS: deploymentNodeOptions(checkout) } })
     children.push(child)
     return child
   }
