@@ -1,7 +1,8 @@
 // A webhook replica as the Deployment runs it, for the benchmarks that need a whole process: the
 // built `serve` command (dist/main.js, as in the image) of a checkout, with the NODE_OPTIONS of
-// config/manager/manager.yaml and the node flags of the Dockerfile's ENTRYPOINT, on loopback. The checkout is this repository or an older commit
-// unpacked by checkoutOf(), so that one script measures both side by side.
+// config/manager/manager.yaml and the node flags of the Dockerfile's ENTRYPOINT, on loopback. The
+// checkout is this repository or an older commit unpacked by checkoutOf(), so that one script
+// measures both side by side.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
