@@ -17,9 +17,12 @@
 //   npm run bench [-- --baseline REF]
 //
 // BENCH_SECONDS (default 10), BENCH_CONNECTIONS (default 8), BENCH_ROUNDS (default 3) and
-// BENCH_SETS (default 1) tune the HTTP runs; BENCH_PORT (first of five) the servers' ports
+// BENCH_SETS (default 1) tune the HTTP runs; BENCH_PORT (first of six) the servers' ports
 // (default: any free ones).
 // BENCH_SIDE_BY_SIDE_ONLY=1 runs only 4 (the side-by-side rounds), for comparing builds.
+// BENCH_EDGE_ROW=1 adds to 4 the webhook app answering every review with one decision made at
+// start-up (the edge row): the HTTP edge, log line and metrics alone, to tell their cost from the
+// decision's.
 // BENCH_WARMUP_SECONDS: how long each server is loaded before them (default 10).
 
 import { execFileSync, fork, spawnSync, type ChildProcess } from 'node:child_process'
@@ -176,6 +179,7 @@ try {
       // --no-shared-reservation): what the shared reservation Lease adds to a review, in the same run.
       ['webhook, no shared Lease', forkServer(repo, 'server.ts', [String(ipCount), port(3)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })],
     ]
+    if (process.env['BENCH_EDGE_ROW'] === '1') servers.push(['webhook edge (no decision)', forkServer(repo, 'server.ts', [String(ipCount), port(5)], ['--expose-gc'], { BENCH_REVIEWER: 'constant' })])
     if (checkout !== undefined) {
       servers.push([baselineName, forkServer(checkout, 'server.ts', [String(ipCount), port(2)], ['--expose-gc'])])
       servers.push(['baseline, no shared Lease', forkServer(checkout, 'server.ts', [String(ipCount), port(4)], ['--expose-gc'], { BENCH_SHARED_RESERVATION: '0' })])

@@ -9,12 +9,12 @@
 import '@kubernetes/client-node'
 import { readFileSync } from 'node:fs'
 import { pino, type Logger } from 'pino'
-import { createReviewer, type ReservationPort } from '../src/admission/reviewer.ts'
+import { createReviewer, type ReservationPort, type Reviewer } from '../src/admission/reviewer.ts'
 import { parsePolicy } from '../src/config/policy.ts'
 import { buildWebhookApp, type DecisionLog } from '../src/server/app.ts'
 import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts'
 import { Metrics } from '../src/server/metrics.ts'
-import { benchPolicy, buildState } from './fixtures.ts'
+import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
 
 const [certPath, keyPath, ipCount, port] = process.argv.slice(2)
 const state = buildState(1000, Number(ipCount ?? 100_000))
@@ -61,8 +61,18 @@ try {
   // Only a build from before src/server/heap.ts goes without.
   if ((error as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw error
 }
+// BENCH_REVIEWER=constant: every review is answered with the outcome this reviewer gave the
+// side-by-side review once, here (bench/run.ts's edge row, BENCH_EDGE_ROW=1). What is left is the
+// HTTP edge with its limits, the log line, the metrics and the answer's JSON, without decoding,
+// deciding or reserving: the part of a review's cost that is not the decision.
+async function constantReviewer(): Promise<Reviewer> {
+  const { createAllowed } = scenarios
+  const outcome = await reviewer(Buffer.from(admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')))
+  return () => Promise.resolve(outcome)
+}
+const answering = process.env['BENCH_REVIEWER'] === 'constant' ? await constantReviewer() : reviewer
 const pair = checkKeyPair(readFileSync(certPath!), readFileSync(keyPath!))
-const app = buildWebhookApp({ logger, decisions, metrics, reviewer, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
+const app = buildWebhookApp({ logger, decisions, metrics, reviewer: answering, https: secureContextOptions(pair), health: { readiness: () => ({ ready: true, checks: {} }) } })
 await app.listen({ host: '127.0.0.1', port: Number(port ?? 0) })
 const address = app.server.address()
 process.send?.({ port: typeof address === 'object' && address !== null ? address.port : 0 })
