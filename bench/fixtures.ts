@@ -92,3 +92,13 @@ export const scenarios = {
   /** 100,000 Services hold addresses only this range covers: denied, naming five of them. */
   deleteInUse: { operation: 'DELETE', name: 'big', cidrs: [bigRange] },
 } as const
+
+/**
+ * The review bench/run.ts sends to every server side by side (an admitted CREATE), and which the
+ * edge row of bench/server.ts answers with the one decision it made for it: one body, so the edge
+ * row's answers echo the uid the load sends.
+ */
+export function sideBySideReview(): string {
+  const { createAllowed } = scenarios
+  return admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
+}

@@ -32,7 +32,7 @@ import { dirname, join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { parsePolicy } from '../src/config/policy.ts'
 import { timeDecisions } from './decide.ts'
-import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
+import { admissionReview, benchPolicy, buildState, scenarios, sideBySideReview } from './fixtures.ts'
 import { load, type LoadResult } from './load.ts'
 import { checkoutOf, deploymentNodeOptions, imageNodeFlags, repo } from './replica.ts'
 import { median } from './stats.ts'
@@ -188,7 +188,7 @@ try {
     return servers.map(([name, child], index) => [name, `https://127.0.0.1:${ports[index] ?? 0}`, child])
   }
   const { createAllowed } = scenarios
-  const body = admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')
+  const body = sideBySideReview()
   const warmup = Number(process.env['BENCH_WARMUP_SECONDS'] ?? 10)
   const rounds = Number(process.env['BENCH_ROUNDS'] ?? 3)
   const sets = Number(process.env['BENCH_SETS'] ?? 1)

@@ -14,7 +14,7 @@ import { parsePolicy } from '../src/config/policy.ts'
 import { buildWebhookApp, type DecisionLog } from '../src/server/app.ts'
 import { checkKeyPair, secureContextOptions } from '../src/server/certificate.ts'
 import { Metrics } from '../src/server/metrics.ts'
-import { admissionReview, benchPolicy, buildState, scenarios } from './fixtures.ts'
+import { benchPolicy, buildState, sideBySideReview } from './fixtures.ts'
 
 const [certPath, keyPath, ipCount, port] = process.argv.slice(2)
 const state = buildState(1000, Number(ipCount ?? 100_000))
@@ -66,8 +66,7 @@ try {
 // HTTP edge with its limits, the log line, the metrics and the answer's JSON, without decoding,
 // deciding or reserving: the part of a review's cost that is not the decision.
 async function constantReviewer(): Promise<Reviewer> {
-  const { createAllowed } = scenarios
-  const outcome = await reviewer(Buffer.from(admissionReview(createAllowed.operation, createAllowed.name, [...createAllowed.cidrs], 'side-by-side')))
+  const outcome = await reviewer(Buffer.from(sideBySideReview()))
   return () => Promise.resolve(outcome)
 }
 const answering = process.env['BENCH_REVIEWER'] === 'constant' ? await constantReviewer() : reviewer
