@@ -27,13 +27,21 @@ const stateUnknown = (field: string): Violation => ({
   message: 'servicecidr-guard has not finished reading the cluster\'s ServiceCIDRs and IPAddresses, so it cannot check this safely yet; retry in a few seconds',
 })
 
+/** The warnings of a decision that has none: one frozen array for all of them (see noViolations). */
+const noWarnings: readonly string[] = Object.freeze([])
+
 function allow(bypass: Bypass, cidrs: readonly string[] = []): Decision {
-  return { allowed: true, violations: [], warnings: [], message: '', bypass, cidrs }
+  return { allowed: true, violations: [], warnings: noWarnings, message: '', bypass, cidrs }
 }
 
 function exempt(policy: Policy, request: ReviewRequest): boolean {
   const { usernames, groups } = policy.exemptions
-  return usernames.includes(request.userInfo.username) || request.userInfo.groups.some((group) => groups.includes(group))
+  if (usernames.includes(request.userInfo.username)) return true
+  // A loop rather than some: this runs for every review, and a closure a call was garbage.
+  for (const group of request.userInfo.groups) {
+    if (groups.includes(group)) return true
+  }
+  return false
 }
 
 /**
@@ -44,17 +52,17 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
  * admission); offline checks of manifests do.
  */
 function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
-  if (violations.length === 0) return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
+  if (violations.length === 0) return { allowed: true, violations, warnings: noWarnings, message: '', bypass: undefined, cidrs }
   const reasons = violations.map((violation) => violation.message).join('; ')
   const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
   const invalid = violations.some((violation) => violation.rule === 'ValidCIDR' || violation.rule === 'ValidName')
   switch (invalid ? 'Deny' : policy.enforcement) {
     case 'Deny':
-      return { allowed: false, violations, warnings: [], message, bypass: undefined, cidrs }
+      return { allowed: false, violations, warnings: noWarnings, message, bypass: undefined, cidrs }
     case 'Warn':
       return { allowed: true, violations, warnings: violations.map((violation) => `servicecidr-guard (Warn): ${violation.message}`), message: '', bypass: undefined, cidrs }
     case 'Audit':
-      return { allowed: true, violations, warnings: [], message: '', bypass: undefined, cidrs }
+      return { allowed: true, violations, warnings: noWarnings, message: '', bypass: undefined, cidrs }
   }
 }
 
@@ -92,15 +100,21 @@ function admit(policy: Policy, view: ClusterView | undefined, name: string, cidr
   const checked = addedFields === undefined ? spec.parsed : spec.parsed.filter(({ field }) => addedFields.has(field))
   const violations = addedFields === undefined ? spec.violations : spec.violations.filter(({ field }) => field === 'spec.cidrs' || addedFields.has(field))
   // A CREATE's name is checked too, before its spec, as ValidateServiceCIDR does; an UPDATE's cannot change.
-  if (addedFields === undefined) violations.unshift(...validateName(name))
+  if (addedFields === undefined) {
+    const invalidName = validateName(name)
+    if (invalidName.length > 0) violations.unshift(...invalidName)
+  }
   const context = { policy, name, checked }
   for (const rule of admitRules) {
     if (view === undefined && rule.needsState(policy)) {
       if (checked.length > 0) violations.push(stateUnknown('spec.cidrs'))
       continue
     }
-    violations.push(...rule.check(context, view as ClusterView))
+    const found = rule.check(context, view as ClusterView)
+    if (found.length > 0) violations.push(...found)
   }
+  // Admitted, the usual case: no message, so neither its subject nor a suggestion is written.
+  if (violations.length === 0) return enforce(policy, '', violations, added, '')
   return enforce(policy, `ServiceCIDR "${name}"`, violations, added, suggestion(policy, view, checked, violations))
 }
 

@@ -1,6 +1,6 @@
 import { overlaps, type Prefix } from '../ip.ts'
 import type { Policy, ServiceCIDRRecord, Violation } from '../types.ts'
-import type { AdmitRule } from './rule.ts'
+import { noViolations, type AdmitRule } from './rule.ts'
 
 const shown = 3
 
@@ -29,31 +29,31 @@ export const overlap: AdmitRule = {
   name: 'Overlap',
   needsState: (policy) => policy.overlap !== 'Allow',
   check({ policy, name, checked }, view) {
-    if (policy.overlap === 'Allow') return []
+    if (policy.overlap === 'Allow') return noViolations
     // Loops rather than flatMap and spreads: this runs for every CREATE, and allocates only what it
     // reports.
-    const violations: Violation[] = []
+    let violations: Violation[] | undefined
     const pending = view.pendingServiceCIDRs()
     for (const { field, prefix } of checked) {
-      const conflicts: string[] = []
+      let conflicts: string[] | undefined
       for (const { record, prefix: existing } of view.cidrsOverlapping(prefix)) {
-        if (isConflict(policy, name, prefix, record, existing)) conflicts.push(describe(record, existing, false))
+        if (isConflict(policy, name, prefix, record, existing)) (conflicts ??= []).push(describe(record, existing, false))
       }
       for (const record of pending) {
         for (const existing of record.cidrs) {
-          if (overlaps(existing, prefix) && isConflict(policy, name, prefix, record, existing)) conflicts.push(describe(record, existing, true))
+          if (overlaps(existing, prefix) && isConflict(policy, name, prefix, record, existing)) (conflicts ??= []).push(describe(record, existing, true))
         }
       }
-      if (conflicts.length === 0) continue
+      if (conflicts === undefined) continue
       const listed = conflicts.slice(0, shown).join(', ')
       const more = conflicts.length > shown ? ` and ${conflicts.length - shown} more` : ''
       const expansion = policy.overlap === 'AllowExpansion' ? ' (a new range may only strictly contain existing ones)' : ''
-      violations.push({
+      ;(violations ??= []).push({
         rule: 'Overlap',
         field,
         message: `${field} ${prefix.text} overlaps ServiceCIDR${conflicts.length > 1 ? 's' : ''} ${listed}${more}${expansion}`,
       })
     }
-    return violations
+    return violations ?? noViolations
   },
 }

@@ -1,12 +1,15 @@
 import { familyOfCIDR, parseCIDR, type Family } from '../ip.ts'
 import type { Violation } from '../types.ts'
-import type { CheckedCIDR } from './rule.ts'
+import { noViolations, type CheckedCIDR } from './rule.ts'
 
 export interface ValidatedSpec {
   readonly violations: Violation[]
   /** The CIDRs that parsed, with their field paths; the other rules check only these. */
   readonly parsed: CheckedCIDR[]
 }
+
+/** The field paths of spec.cidrs' items, of which validateSpec reads at most two. */
+const cidrFields = ['spec.cidrs[0]', 'spec.cidrs[1]'] as const
 
 /**
  * spec.cidrs as `validateServiceCIDRSpec` (kubernetes pkg/apis/networking/validation) checks it:
@@ -26,15 +29,20 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
   // Upstream compares the families ParseCIDRSloppy reads (IPFamilyOfCIDRString), so a CIDR that
   // IsValidCIDR refuses still counts: "10.0.0.1/24" and "10.1.0.0/16" are two errors, not one.
   // A CIDR that IsValidCIDR accepts is never IPv4-mapped: its family is the one it parsed to.
-  const families: (Family | undefined)[] = []
-  cidrs.forEach((text, index) => {
-    const at = `${field}[${index}]`
+  // A loop over the one or two CIDRs, their field paths written once: this runs for every CREATE.
+  let first: Family | undefined
+  let second: Family | undefined
+  for (let index = 0; index < cidrs.length; index++) {
+    const text = cidrs[index] as string
+    const at = cidrFields[index] as string
     const result = parseCIDR(text)
     if (result.ok) parsed.push({ field: at, prefix: result.value })
     else violations.push({ rule: 'ValidCIDR', field: at, message: `${at}: Invalid value: "${text}": ${result.error}` })
-    families.push(result.ok ? result.value.family : familyOfCIDR(text))
-  })
-  if (families.length === 2 && families[0] !== undefined && families[0] === families[1]) {
+    const family = result.ok ? result.value.family : familyOfCIDR(text)
+    if (index === 0) first = family
+    else second = family
+  }
+  if (cidrs.length === 2 && first !== undefined && first === second) {
     violations.push({
       rule: 'ValidCIDR',
       field,
@@ -53,10 +61,12 @@ const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
  * webhook only sees names that passed this already (a generateName's too: validating admission gets
  * the generated name); offline checks of manifests rely on it.
  */
-export function validateName(name: string): Violation[] {
+export function validateName(name: string): readonly Violation[] {
   const field = 'metadata.name'
-  const invalid = (reason: string): Violation => ({ rule: 'ValidName', field, message: `${field}: Invalid value: ${JSON.stringify(name)}: ${reason}` })
   if (name === '') return [{ rule: 'ValidName', field, message: `${field}: Required value: name or generateName is required` }]
+  // A valid name, the usual case, costs no allocation.
+  if (name.length <= 253 && dns1123Subdomain.test(name)) return noViolations
+  const invalid = (reason: string): Violation => ({ rule: 'ValidName', field, message: `${field}: Invalid value: ${JSON.stringify(name)}: ${reason}` })
   const violations: Violation[] = []
   if (name.length > 253) violations.push(invalid('must be no more than 253 characters'))
   if (!dns1123Subdomain.test(name)) {
