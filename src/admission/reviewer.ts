@@ -96,8 +96,11 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
       return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service }
     }
     const { uid, request } = decoded
-    const answer = (decision: Decision, reservation?: string): Outcome =>
-      ({ uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision, ...(reservation === undefined ? {} : { reservation }) })
+    // Two literals, not one with a spread of the optional field: a spread is copied property by
+    // property at run time, for every review.
+    const answer = (decision: Decision, reservation?: string): Outcome => reservation === undefined
+      ? { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision }
+      : { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision, reservation }
     const current = policy()
     // decide() and reserve() run in one synchronous step: no other review on this replica can
     // interleave, so of two overlapping CREATEs arriving together the second sees the first's
