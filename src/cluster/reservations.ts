@@ -161,7 +161,12 @@ interface Range {
 
 /** Whether two reservations are the same: one name, and the same CIDRs in any order. */
 function sameRange(a: Range, b: Range): boolean {
-  return a.name === b.name && a.cidrs.length === b.cidrs.length && a.cidrs.every((cidr) => b.cidrs.includes(cidr))
+  if (a.name !== b.name || a.cidrs.length !== b.cidrs.length) return false
+  // A loop rather than every: a write compares every entry it holds, and a closure a call was garbage.
+  for (const cidr of a.cidrs) {
+    if (!b.cidrs.includes(cidr)) return false
+  }
+  return true
 }
 
 /** A reservation's identity as a key: its name and its CIDRs, in any order. */
@@ -206,9 +211,14 @@ export function formatReservations(entries: readonly Reservation[]): string {
 function within<T>(call: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => { reject(new StoreError('timeout', `no answer within ${String(ms)} ms`)) }, ms)
-    const stop = (): void => { clearTimeout(timer) }
-    call.then(stop, stop)
-    call.then(resolve, reject)
+    // One reaction for both the answer and the timer: a write is made for every batch.
+    call.then((value) => {
+      clearTimeout(timer)
+      resolve(value)
+    }, (error: unknown) => {
+      clearTimeout(timer)
+      reject(error instanceof Error ? error : new Error(String(error)))
+    })
   })
 }
 
@@ -240,6 +250,22 @@ function kept<T>(items: readonly T[], keep: (item: T) => boolean): readonly T[] 
 }
 
 const unanswered = (waiter: Waiter): boolean => !waiter.settled
+
+/** The entries that have not expired by `now`: `entries` itself when none has (kept's, without a closure a write). */
+function unexpired(entries: readonly Reservation[], now: number): readonly Reservation[] {
+  for (const entry of entries) {
+    if (entry.expiresAt <= now) return entries.filter((held) => held.expiresAt > now)
+  }
+  return entries
+}
+
+/** The index in `entries` of the same range as `range`, or -1. */
+function indexOfRange(entries: readonly Range[], range: Range): number {
+  for (let index = 0; index < entries.length; index++) {
+    if (sameRange(entries[index] as Range, range)) return index
+  }
+  return -1
+}
 
 function withAnnotation(lease: LeaseObject, text: string): LeaseObject {
   return { ...lease, metadata: { ...lease.metadata, annotations: { ...lease.metadata?.annotations, [reservationsAnnotation]: text } } }
@@ -517,7 +543,7 @@ export class SharedReservations {
       const now = this.now()
       const { entries, malformed } = this.entriesOf(lease)
       if (malformed > 0) this.options.log.warn({ lease: this.where, malformed }, 'reservations in the Lease that do not parse are dropped')
-      const held = kept(entries, (entry) => entry.expiresAt > now)
+      const held = unexpired(entries, now)
       for (const waiter of waiting) {
         if (!waiter.settled && !waiter.recheck(held)) this.settle(waiter, refused)
       }
@@ -532,12 +558,12 @@ export class SharedReservations {
       const mine: Reservation[] = []
       for (const { request } of admitted) {
         const entry = { name: request.name, cidrs: request.cidrs, expiresAt: now + ttlMs, replica: this.options.replica, uid: request.uid }
-        const earlier = mine.findIndex((other) => sameRange(other, entry))
+        const earlier = indexOfRange(mine, entry)
         if (earlier === -1) mine.push(entry)
         else mine[earlier] = entry
       }
       const next: Reservation[] = []
-      for (const entry of held) if (!mine.some((other) => sameRange(other, entry))) next.push(entry)
+      for (const entry of held) if (indexOfRange(mine, entry) === -1) next.push(entry)
       for (const entry of mine) next.push(entry)
       if (next.length > this.maxEntries) {
         this.fail(admitted, 'full', `the Lease ${this.where} already holds ${String(next.length - mine.length)} reservations, the most it takes is ${String(this.maxEntries)}`)
