@@ -211,7 +211,8 @@ export function formatReservations(entries: readonly Reservation[]): string {
 function within<T>(call: Promise<T>, ms: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => { reject(new StoreError('timeout', `no answer within ${String(ms)} ms`)) }, ms)
-    // One reaction for both the answer and the timer: a write is made for every batch.
+    // One reaction for both the answer and the timer: a write is made for every batch. A rejection
+    // that is not an Error (no store makes one) is passed on wrapped in one.
     call.then((value) => {
       clearTimeout(timer)
       resolve(value)
@@ -251,7 +252,7 @@ function kept<T>(items: readonly T[], keep: (item: T) => boolean): readonly T[] 
 
 const unanswered = (waiter: Waiter): boolean => !waiter.settled
 
-/** The entries that have not expired by `now`: `entries` itself when none has (kept's, without a closure a write). */
+/** The entries that have not expired by `now`: `entries` itself when none has (as kept answers, without a closure made for every write). */
 function unexpired(entries: readonly Reservation[], now: number): readonly Reservation[] {
   for (const entry of entries) {
     if (entry.expiresAt <= now) return entries.filter((held) => held.expiresAt > now)
