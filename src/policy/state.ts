@@ -43,6 +43,9 @@ export function toServiceCIDRRecord(object: ObjectLike): ServiceCIDRRecord | und
   return { name, cidrs, invalid, deleting: deletionTimestamp !== undefined && deletionTimestamp !== null }
 }
 
+/** The invalid texts of a record that has none: one frozen array for all of them. */
+const noTexts: readonly string[] = Object.freeze([])
+
 /**
  * The record of a ServiceCIDR a request names, as toServiceCIDRRecord reads one (never deleting),
  * for the review that holds it: the reviewer's reservation, a DELETE's oldObject, the shared
@@ -55,6 +58,11 @@ export function toServiceCIDRRecord(object: ObjectLike): ServiceCIDRRecord | und
  * "Twenty-second pass").
  */
 export function requestedServiceCIDR(name: string, texts: readonly string[]): ServiceCIDRRecord {
+  // The usual request, every text a CIDR: one array of its own length, and no array for none
+  // invalid. Arrays grown by push from empty take room for 17 items (V8's first growth).
+  let valid = 0
+  for (const text of texts) if (parseCIDR(text).ok) valid++
+  if (valid === texts.length) return { name, cidrs: texts.map((text) => (parseCIDR(text) as { value: Prefix }).value), invalid: noTexts, deleting: false }
   const cidrs: Prefix[] = []
   const invalid: string[] = []
   for (const text of texts) {
