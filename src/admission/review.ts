@@ -5,7 +5,7 @@
 import type { Family } from '../policy/ip.ts'
 import type { Decision, Operation, ReviewRequest, ServiceCIDRObject, ServiceReviewRequest } from '../policy/types.ts'
 import { errors, type ErrorCode } from './errors.ts'
-import { JSONSyntaxError, Mismatch, boolean, object, readDocument, readJSON, string, strings, type ReadObject, type Shape, type Value } from '../json/reader.ts'
+import { JSONSyntaxError, Mismatch, boolean, knownString, object, readDocument, readJSON, string, strings, type ReadObject, type Shape, type Value } from '../json/reader.ts'
 
 export const admissionAPIVersion = 'admission.k8s.io/v1'
 const group = 'networking.k8s.io'
@@ -44,16 +44,17 @@ const objectShape = object({
   spec: object({ cidrs: strings(16), type: string, clusterIP: string, ipFamilies: strings(2) }),
 }, { nullable: true })
 
+// The fields that hold the same few values in every review are read as constants (knownString).
 const reviewShape = object({
-  apiVersion: string,
-  kind: string,
+  apiVersion: knownString(admissionAPIVersion),
+  kind: knownString('AdmissionReview'),
   request: object({
     uid: string,
-    kind: object({ group: string, version: string, kind: string }),
+    kind: object({ group: knownString(group, ''), version: knownString(...versions), kind: knownString('ServiceCIDR', 'Service') }),
     subResource: string,
     name: string,
     namespace: string,
-    operation: string,
+    operation: knownString(...operations),
     userInfo: object({ username: string, groups: strings(maxGroups) }),
     object: objectShape,
     oldObject: objectShape,

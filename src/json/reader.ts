@@ -14,7 +14,11 @@ import { isAscii } from 'node:buffer'
 
 export type Shape = StringShape | BooleanShape | StringsShape | ObjectShape | ObjectsShape
 
-interface StringShape { readonly type: 'string' }
+interface StringShape {
+  readonly type: 'string'
+  /** Values read as these one constant strings when the bytes match, not built for each document. */
+  readonly known: readonly { readonly text: string, readonly bytes: Buffer }[]
+}
 interface BooleanShape { readonly type: 'boolean' }
 /** An array of strings, of at most `maxItems`: the one kind of list the webhook reads. */
 interface StringsShape { readonly type: 'strings', readonly maxItems: number }
@@ -26,7 +30,12 @@ interface ObjectShape {
 /** An array of objects of one shape: the items of a Kubernetes list. */
 interface ObjectsShape { readonly type: 'objects', readonly item: ObjectShape }
 
-export const string: Shape = { type: 'string' }
+export const string: Shape = { type: 'string', known: [] }
+/**
+ * A string that is usually one of `values`: a match is the constant itself, so the fields of a
+ * review that hold the same few values every time (its apiVersion, its operation) make no garbage.
+ */
+export const knownString = (...values: string[]): Shape => ({ type: 'string', known: values.map((text) => ({ text, bytes: Buffer.from(text) })) })
 export const boolean: Shape = { type: 'boolean' }
 export const strings = (maxItems: number): Shape => ({ type: 'strings', maxItems })
 export const object = (fields: Readonly<Record<string, Shape>>, options: { nullable?: boolean } = {}): ObjectShape => ({
@@ -271,6 +280,15 @@ function typeAt(c: number | undefined): JSONType {
  */
 const wholeTextBytes = 16 * 1024
 
+/**
+ * Where an array of strings is gathered before it is copied out at its own length: an array grown
+ * by push from empty takes room for 17 items (V8's first growth, ~150 bytes), and a review reads
+ * two or three such arrays of one or two items. Shared like sharedStack: reading never re-enters.
+ * It keeps room for 64 items between documents, and none of their strings.
+ */
+const scratchItems: string[] = []
+const noKnown: StringShape['known'] = []
+
 class Reader {
   private readonly b: Buffer
   private pos = 0
@@ -305,7 +323,7 @@ class Reader {
     const c = this.b[this.pos]
     switch (shape.type) {
       case 'string':
-        return c === QUOTE ? this.string() : this.mismatch(shape)
+        return c === QUOTE ? this.string(shape.known) : this.mismatch(shape)
       case 'boolean':
         if (c === 0x74 || c === 0x66) return this.literal(c === 0x74 ? 'true' : 'false') === 'true'
         return this.mismatch(shape)
@@ -327,38 +345,58 @@ class Reader {
     return text
   }
 
-  /** A string from its opening quote, decoded as JSON.parse decodes it. */
-  private string(): string {
+  /** A string from its opening quote, decoded as JSON.parse decodes it; one of `known` if its bytes are. */
+  private string(known: StringShape['known'] = noKnown): string {
+    const b = this.b
     const start = this.pos
     const before = this.escapes.count
-    this.pos = skipString(this.b, start, this.escapes)
-    if (this.escapes.count === before) return this.text === undefined ? this.b.toString('utf8', start + 1, this.pos - 1) : this.text.slice(start + 1, this.pos - 1)
-    return JSON.parse(this.b.toString('utf8', start, this.pos)) as string
+    this.pos = skipString(b, start, this.escapes)
+    if (this.escapes.count !== before) return JSON.parse(b.toString('utf8', start, this.pos)) as string
+    const length = this.pos - start - 2
+    for (const value of known) {
+      const bytes = value.bytes
+      if (bytes.length !== length) continue
+      let k = 0
+      while (k < length && bytes[k] === b[start + 1 + k]) k++
+      if (k === length) return value.text
+    }
+    return this.text === undefined ? b.toString('utf8', start + 1, this.pos - 1) : this.text.slice(start + 1, this.pos - 1)
   }
 
   private strings(maxItems: number): readonly string[] | Mismatch {
-    const items: string[] = []
-    let index = -1
-    let count = 0
     this.pos = skipWhitespace(this.b, this.pos + 1)
     if (this.b[this.pos] === RBRACKET) {
       this.pos++
-      return items
+      return []
     }
-    for (;;) {
-      this.pos = skipWhitespace(this.b, this.pos)
-      if (this.b[this.pos] === QUOTE && index === -1 && count < maxItems) items.push(this.string())
-      else {
-        if (this.b[this.pos] !== QUOTE && index === -1) index = count
-        this.pos = skipValue(this.b, this.pos, this.escapes)
+    const items = scratchItems
+    let kept = 0
+    let index = -1
+    let count = 0
+    try {
+      for (;;) {
+        this.pos = skipWhitespace(this.b, this.pos)
+        if (this.b[this.pos] === QUOTE && index === -1 && count < maxItems) {
+          // Written over what the last array left; pushed only past the room it has.
+          if (kept < items.length) items[kept] = this.string()
+          else items.push(this.string())
+          kept++
+        } else {
+          if (this.b[this.pos] !== QUOTE && index === -1) index = count
+          this.pos = skipValue(this.b, this.pos, this.escapes)
+        }
+        count++
+        this.pos = skipWhitespace(this.b, this.pos)
+        const d = this.b[this.pos++]
+        if (d === RBRACKET) break
+        if (d !== COMMA) fail(this.b, this.pos - 1)
       }
-      count++
-      this.pos = skipWhitespace(this.b, this.pos)
-      const d = this.b[this.pos++]
-      if (d === RBRACKET) break
-      if (d !== COMMA) fail(this.b, this.pos - 1)
+      if (index === -1 && count <= maxItems) return items.slice(0, kept)
+    } finally {
+      // Nothing of a document stays here until the next one; the room does, up to 64 items.
+      for (let k = 0; k < kept; k++) items[k] = ''
+      if (items.length > 64) items.length = 64
     }
-    if (index === -1 && count <= maxItems) return items
     this.mismatches++
     return index === -1 ? new Mismatch('strings', 'array', -1, true) : new Mismatch('strings', 'array', index)
   }

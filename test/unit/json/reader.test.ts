@@ -5,11 +5,12 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { isDeepStrictEqual } from 'node:util'
-import { JSONSyntaxError, Mismatch, boolean, object, objects, readDocument, readJSON, string, strings, withoutMismatches, type JSONType, type Shape, type Value } from '../../../src/json/reader.ts'
+import { JSONSyntaxError, Mismatch, boolean, knownString, object, objects, readDocument, readJSON, string, strings, withoutMismatches, type JSONType, type Shape, type Value } from '../../../src/json/reader.ts'
 import { fuzzParameters } from '../../support/fuzz.ts'
 
 const shape = object({
   name: string,
+  kind: knownString('Service', 'ServiceCIDR', ''),
   flag: boolean,
   list: strings(3),
   nested: object({ name: string, list: strings(2), deeper: object({ flag: boolean }) }, { nullable: true }),
@@ -90,11 +91,14 @@ const agrees = (bytes: Buffer): boolean => {
 
 // Documents that reach the shaped fields: the field names (and near misses) as keys, any JSON as
 // values, nested a few levels.
-const key = fc.oneof(fc.constantFrom('name', 'flag', 'list', 'nested', 'deeper', 'items', 'Name', 'nam', '__proto__', 'constructor', ''), fc.string({ maxLength: 6 }))
+const key = fc.oneof(fc.constantFrom('name', 'kind', 'flag', 'list', 'nested', 'deeper', 'items', 'Name', 'nam', '__proto__', 'constructor', ''), fc.string({ maxLength: 6 }))
+// A knownString's values, and texts that nearly are.
+const kindValue = fc.constantFrom('Service', 'ServiceCIDR', '', 'Servic', 'ServiceCIDRs', 'service', 'Sérvice')
 const { document } = fc.letrec<{ document: Record<string, unknown>, value: unknown }>((tie) => ({
   document: fc.dictionary(key, tie('value'), { maxKeys: 6 }),
   value: fc.oneof({ depthSize: 'small' },
     fc.jsonValue({ maxDepth: 2 }),
+    kindValue,
     fc.array(fc.string({ maxLength: 4 }), { maxLength: 4 }),
     fc.array(tie('document'), { maxLength: 3 }),
     fc.boolean(),
@@ -106,7 +110,7 @@ const quirky = fc.tuple(document, fc.constantFrom(0, 1, 2, 3, 4), fc.nat()).map(
   const text = JSON.stringify(value)
   switch (quirk) {
     case 1: return JSON.stringify(value, null, '\t').replace(/\n/g, '\r\n')
-    case 2: return text.replace(/"(name|flag|list|nested)":/g, (_, name: string) => `"\\u${name.charCodeAt(0).toString(16).padStart(4, '0')}${name.slice(1)}":`)
+    case 2: return text.replace(/"(name|kind|flag|list|nested)":/g, (_, name: string) => `"\\u${name.charCodeAt(0).toString(16).padStart(4, '0')}${name.slice(1)}":`).replace(/"Service/g, '"\\u0053ervice')
     case 3: return text.length > 2 ? `{"name":"first","flag":1,${text.slice(1)}` : text
     case 4: return `${text.slice(0, where % (text.length + 1))} ${text.slice(where % (text.length + 1))}`
     default: return text
@@ -163,6 +167,11 @@ t.test('named cases: numbers, literals, strings, structure', (t) => {
     ['a lone surrogate escape', '{"name":"\\ud800"}'],
     ['a surrogate pair escape', '{"name":"\\ud83d\\ude00"}'],
     ['escapes in a read key', '{"\\u006eame":"by escape","name":"plain"}'],
+    ['a known value', '{"kind":"ServiceCIDR"}'],
+    ['a known value by escape', '{"kind":"Servic\\u0065"}'],
+    ['a known value cut short, and one longer', '{"kind":"Servic","name":"ServiceCIDRs"}'],
+    ['a known value, then not', '{"kind":"Service","kind":"Servicf"}'],
+    ['a known empty value', '{"kind":""}'],
     ['a duplicate key: the last wins', '{"name":"first","name":"second"}'],
     ['a duplicate key of another type', '{"flag":true,"flag":"yes"}'],
     ['a key that is not a string', '{name:"x"}'],
