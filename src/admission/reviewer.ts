@@ -61,8 +61,12 @@ export interface ReviewerOptions {
   readonly reservations?: ReservationPort | undefined
 }
 
-/** Reviews one raw request body (the bytes, not parsed: see decodeReview). */
-export type Reviewer = (body: Buffer) => Promise<Outcome>
+/**
+ * Reviews one raw request body (the bytes, not parsed: see decodeReview). Answers at once when
+ * nothing is waited for (a promise then would cost a microtask), or with a promise that never
+ * rejects for what the review holds; a bug may still throw or reject.
+ */
+export type Reviewer = (body: Buffer) => Outcome | Promise<Outcome>
 
 export function errorOutcome(uid: string, error: ErrorCode, detail = '', operation?: string): Outcome {
   return { uid, verdict: 'error', status: error.status, review: encodeError(uid, error, detail), error: { code: error.code, detail }, ...(operation === undefined ? {} : { operation }) }
@@ -84,23 +88,21 @@ function reservable(request: ReviewRequest, decision: Decision): ServiceCIDRReco
   return requestedServiceCIDR(request.name, object.cidrs)
 }
 
+/** The answer to a decided request: two literals, not one with a spread of the optional field (a spread is copied property by property at run time, for every review). */
+function answer(uid: string, request: ReviewRequest, decision: Decision, reservation?: string): Outcome {
+  return reservation === undefined
+    ? { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision }
+    : { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision, reservation }
+}
+
 export function createReviewer({ policy, cluster, reservations }: ReviewerOptions): Reviewer {
-  return async (body) => {
-    const decoded = decodeReview(body)
-    if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail, decoded.operation)
-    // Before deciding, never between decide() and reserve() below. Still unknown after the wait,
-    // the rules that need the cluster fail closed.
-    if (cluster.view() === undefined) await cluster.current()
-    if ('service' in decoded) {
-      const decision = decideService(policy(), cluster.view(), decoded.service)
-      return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service }
-    }
-    const { uid, request } = decoded
-    // Two literals, not one with a spread of the optional field: a spread is copied property by
-    // property at run time, for every review.
-    const answer = (decision: Decision, reservation?: string): Outcome => reservation === undefined
-      ? { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision }
-      : { uid, verdict: verdictOf(decision), status: 200, review: encodeDecision(uid, decision), request, decision, reservation }
+  /**
+   * Decides a decoded request, and answers at once unless the shared reservation must confirm it.
+   * Not an async function: one is given a generator object holding a copy of all its registers at
+   * every call, awaited or not, and most reviews never wait. The two waits are the small async
+   * functions below.
+   */
+  const review = (uid: string, request: ReviewRequest): Outcome | Promise<Outcome> => {
     const current = policy()
     // decide() and reserve() run in one synchronous step: no other review on this replica can
     // interleave, so of two overlapping CREATEs arriving together the second sees the first's
@@ -108,11 +110,14 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
     const view = cluster.view()
     const decision = decide(current, view, request)
     const record = reservable(request, decision)
-    if (record === undefined) return answer(decision)
+    if (record === undefined) return answer(uid, request, decision)
     cluster.reserve(record)
     // Only the overlap rule reads reservations; the apiserver's own default ServiceCIDR never waits.
-    if (reservations === undefined || current.overlap === 'Allow' || decision.bypass === 'ApiserverDefault') return answer(decision)
+    if (reservations === undefined || current.overlap === 'Allow' || decision.bypass === 'ApiserverDefault') return answer(uid, request, decision)
+    return confirm(reservations, current, view, uid, request, decision, record)
+  }
 
+  const confirm = async (reservations: ReservationPort, current: Policy, view: ClusterView | undefined, uid: string, request: ReviewRequest, decision: Decision, record: ServiceCIDRRecord): Promise<Outcome> => {
     const decidedAt = view?.revision
     let final = decision
     const result = await reservations.reserve({ name: request.name, cidrs: decision.cidrs, uid }, (held) => {
@@ -134,7 +139,27 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
     // A withdrawn admission releases this replica's reservation; an admission that stands (Warn,
     // Audit, exempt) keeps it until the watch shows the ServiceCIDR.
     if (!final.allowed) cluster.release(record)
-    return answer(final, result.outcome === 'failed' ? `failed (${result.reason})` : result.outcome)
+    return answer(uid, request, final, result.outcome === 'failed' ? `failed (${result.reason})` : result.outcome)
+  }
+
+  /** Before deciding, never between decide() and reserve(). Still unknown after the wait, the rules that need the cluster fail closed. */
+  const afterCurrent = async (uid: string, request: ReviewRequest): Promise<Outcome> => {
+    await cluster.current()
+    return review(uid, request)
+  }
+
+  return (body) => {
+    const decoded = decodeReview(body)
+    if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail, decoded.operation)
+    if ('service' in decoded) {
+      return (async () => {
+        if (cluster.view() === undefined) await cluster.current()
+        const decision = decideService(policy(), cluster.view(), decoded.service)
+        return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service } satisfies Outcome
+      })()
+    }
+    if (cluster.view() === undefined) return afterCurrent(decoded.uid, decoded.request)
+    return review(decoded.uid, decoded.request)
   }
 }
 

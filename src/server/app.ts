@@ -216,7 +216,9 @@ export function buildWebhookApp(options: WebhookAppOptions): FastifyInstance {
       outcome = errorOutcome('', errors.emptyBody)
     } else {
       try {
-        outcome = await reviewer(body)
+        // Awaited only when the reviewer waits (for the cluster, or the Lease).
+        const reviewed = reviewer(body)
+        outcome = reviewed instanceof Promise ? await reviewed : reviewed
       } catch (error) {
         // A bug must not cost a decision: answer (refusing, with the uid) and keep serving.
         logger.error({ err: error }, 'review failed')

@@ -36,7 +36,7 @@ function replica(store: MemoryLeaseStore | undefined, policy: Policy = makePolic
     cluster: clusterOf(state),
     reservations,
   })
-  return { review: (review) => reviewer(Buffer.from(JSON.stringify(review))), state }
+  return { review: async (review) => reviewer(Buffer.from(JSON.stringify(review))), state }
 }
 
 const pending = (state: ClusterState): string[] => [...state.pendingServiceCIDRs()].map((record) => record.name)
@@ -233,7 +233,7 @@ function recheckedReplica(during: (state: ClusterState) => void, held: readonly 
       },
     },
   })
-  return { review: (name, cidr) => reviewer(Buffer.from(JSON.stringify(admissionReview('CREATE', name, [cidr])))), overlapReads: () => reads }
+  return { review: async (name, cidr) => reviewer(Buffer.from(JSON.stringify(admissionReview('CREATE', name, [cidr])))), overlapReads: () => reads }
 }
 
 t.test('the recheck decides again only when something it did not see may overlap', async (t) => {
