@@ -287,6 +287,20 @@ const wholeTextBytes = 16 * 1024
  * It keeps room for 64 items between documents, and none of their strings.
  */
 const scratchItems: string[] = []
+
+/**
+ * Whether the string without escapes from `start` (its opening quote) to `end` (past its closing
+ * one) holds exactly `bytes`. Compared byte by byte: for strings this short, a call into
+ * Buffer#compare costs more.
+ */
+function isStringAt(b: Buffer, start: number, end: number, bytes: Buffer): boolean {
+  const length = end - start - 2
+  if (bytes.length !== length) return false
+  for (let k = 0; k < length; k++) {
+    if (bytes[k] !== b[start + 1 + k]) return false
+  }
+  return true
+}
 const noKnown: StringShape['known'] = []
 
 class Reader {
@@ -352,13 +366,8 @@ class Reader {
     const before = this.escapes.count
     this.pos = skipString(b, start, this.escapes)
     if (this.escapes.count !== before) return JSON.parse(b.toString('utf8', start, this.pos)) as string
-    const length = this.pos - start - 2
     for (const value of known) {
-      const bytes = value.bytes
-      if (bytes.length !== length) continue
-      let k = 0
-      while (k < length && bytes[k] === b[start + 1 + k]) k++
-      if (k === length) return value.text
+      if (isStringAt(b, start, this.pos, value.bytes)) return value.text
     }
     return this.text === undefined ? b.toString('utf8', start + 1, this.pos - 1) : this.text.slice(start + 1, this.pos - 1)
   }
@@ -460,14 +469,8 @@ class Reader {
       const key = JSON.parse(b.toString('utf8', start, this.pos)) as string
       return shape.fields.find((field) => field.name === key)
     }
-    // Compared byte by byte here: for keys this short, a call into Buffer#compare costs more.
-    const length = this.pos - start - 2
     for (const field of shape.fields) {
-      const name = field.bytes
-      if (name.length !== length) continue
-      let k = 0
-      while (k < length && name[k] === b[start + 1 + k]) k++
-      if (k === length) return field
+      if (isStringAt(b, start, this.pos, field.bytes)) return field
     }
     return undefined
   }
