@@ -142,24 +142,27 @@ export function createReviewer({ policy, cluster, reservations }: ReviewerOption
     return answer(uid, request, final, result.outcome === 'failed' ? `failed (${result.reason})` : result.outcome)
   }
 
-  /** Before deciding, never between decide() and reserve(). Still unknown after the wait, the rules that need the cluster fail closed. */
-  const afterCurrent = async (uid: string, request: ReviewRequest): Promise<Outcome> => {
+  const reviewService = (uid: string, service: ServiceReviewRequest): Outcome => {
+    const decision = decideService(policy(), cluster.view(), service)
+    return { uid, verdict: 'allowed', status: 200, review: encodeDecision(uid, decision), decision, service }
+  }
+
+  /**
+   * While the cluster is not known: waits for it, then decides. Before deciding, never between
+   * decide() and reserve(); still unknown after the wait, the rules that need the cluster fail
+   * closed. Only a review that waits makes the closure it is given.
+   */
+  const afterCurrent = async (decideNow: () => Outcome | Promise<Outcome>): Promise<Outcome> => {
     await cluster.current()
-    return review(uid, request)
+    return decideNow()
   }
 
   return (body) => {
     const decoded = decodeReview(body)
     if (!decoded.ok) return errorOutcome(decoded.uid, decoded.error, decoded.detail, decoded.operation)
-    if ('service' in decoded) {
-      return (async () => {
-        if (cluster.view() === undefined) await cluster.current()
-        const decision = decideService(policy(), cluster.view(), decoded.service)
-        return { uid: decoded.uid, verdict: 'allowed', status: 200, review: encodeDecision(decoded.uid, decision), decision, service: decoded.service } satisfies Outcome
-      })()
-    }
-    if (cluster.view() === undefined) return afterCurrent(decoded.uid, decoded.request)
-    return review(decoded.uid, decoded.request)
+    const known = cluster.view() !== undefined
+    if ('service' in decoded) return known ? reviewService(decoded.uid, decoded.service) : afterCurrent(() => reviewService(decoded.uid, decoded.service))
+    return known ? review(decoded.uid, decoded.request) : afterCurrent(() => review(decoded.uid, decoded.request))
   }
 }
 
