@@ -58,19 +58,18 @@ const noTexts: readonly string[] = Object.freeze([])
  * "Twenty-second pass").
  */
 export function requestedServiceCIDR(name: string, texts: readonly string[]): ServiceCIDRRecord {
-  // The usual request, every text a CIDR: one array of its own length, and no array for none
-  // invalid. Arrays grown by push from empty take room for 17 items (V8's first growth).
+  // Sized first and cut to the CIDRs that parse, as pendingServiceCIDRs below, and no array for
+  // none invalid (the usual request): arrays grown by push from empty take room for 17 items.
+  const cidrs = new Array<Prefix>(texts.length)
   let valid = 0
-  for (const text of texts) if (parseCIDR(text).ok) valid++
-  if (valid === texts.length) return { name, cidrs: texts.map((text) => (parseCIDR(text) as { value: Prefix }).value), invalid: noTexts, deleting: false }
-  const cidrs: Prefix[] = []
-  const invalid: string[] = []
+  let invalid: string[] | undefined
   for (const text of texts) {
     const parsed = parseCIDR(text)
-    if (parsed.ok) cidrs.push(parsed.value)
-    else invalid.push(text)
+    if (parsed.ok) cidrs[valid++] = parsed.value
+    else (invalid ??= []).push(text)
   }
-  return { name, cidrs, invalid, deleting: false }
+  cidrs.length = valid
+  return { name, cidrs, invalid: invalid ?? noTexts, deleting: false }
 }
 
 /**

@@ -25,10 +25,10 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
     return { violations: [{ rule: 'ValidCIDR', field, message: `${field}: Invalid value: may only hold up to 2 values` }], parsed: [] }
   }
   const violations: Violation[] = []
-  // The one or two CIDRs that parse, put in an array of their own length at the end: an array
-  // grown by push from empty takes room for 17 (V8's first growth), ~150 bytes, for every CREATE.
-  let parsedFirst: CheckedCIDR | undefined
-  let parsedSecond: CheckedCIDR | undefined
+  // Sized first, as ClusterState.pendingServiceCIDRs does, and cut to the CIDRs that parse: an
+  // array grown by push from empty takes room for 17 (V8's first growth), ~150 bytes, every CREATE.
+  const parsed = new Array<CheckedCIDR>(cidrs.length)
+  let parsedCount = 0
   // Upstream compares the families ParseCIDRSloppy reads (IPFamilyOfCIDRString), so a CIDR that
   // IsValidCIDR refuses still counts: "10.0.0.1/24" and "10.1.0.0/16" are two errors, not one.
   // A CIDR that IsValidCIDR accepts is never IPv4-mapped: its family is the one it parsed to.
@@ -40,8 +40,7 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
     const at = cidrFields[index] as string
     const result = parseCIDR(text)
     if (!result.ok) violations.push({ rule: 'ValidCIDR', field: at, message: `${at}: Invalid value: "${text}": ${result.error}` })
-    else if (parsedFirst === undefined) parsedFirst = { field: at, prefix: result.value }
-    else parsedSecond = { field: at, prefix: result.value }
+    else parsed[parsedCount++] = { field: at, prefix: result.value }
     const family = result.ok ? result.value.family : familyOfCIDR(text)
     if (index === 0) first = family
     else second = family
@@ -53,7 +52,7 @@ export function validateSpec(cidrs: readonly string[]): ValidatedSpec {
       message: `${field}: Invalid value: may specify no more than one IP for each IP family, i.e 192.168.0.0/24 and 2001:db8::/64`,
     })
   }
-  const parsed = parsedFirst === undefined ? [] : parsedSecond === undefined ? [parsedFirst] : [parsedFirst, parsedSecond]
+  parsed.length = parsedCount
   return { violations, parsed }
 }
 
