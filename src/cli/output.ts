@@ -6,6 +6,7 @@ import { Option } from 'commander'
 import { describeLocation, type Location } from '../cluster/files.ts'
 import { junitXML, type JUnitCase, type JUnitSuite } from './junit.ts'
 import type { AuditReport, Utilisation } from '../policy/audit.ts'
+import { violationMessages } from '../policy/engine.ts'
 import type { Prefix } from '../policy/ip.ts'
 import { holder } from '../policy/rules/in-use.ts'
 import type { Decision, IPAddressRecord, ReviewRequest, UserInfo } from '../policy/types.ts'
@@ -52,7 +53,7 @@ function verdict(decision: Decision): string {
  */
 export function suggestionOf(decision: Decision): string {
   if (decision.allowed) return ''
-  const reasons = `${decision.violations.map((violation) => violation.message).join('; ')}.`
+  const reasons = `${violationMessages(decision.violations)}.`
   const at = decision.message.indexOf(reasons)
   return at < 0 ? '' : decision.message.slice(at + reasons.length).trim()
 }
@@ -190,7 +191,7 @@ export function auditCases(report: AuditReport): JUnitCase[] {
       ...decisionLines(decision).filter((line) => !line.startsWith('  hint: ')),
       ...utilisation.map(utilisationLine),
     ].map((line) => line.trim()).join('\n')
-    if (!decision.allowed) return { ...base, failure: { type: decision.violations[0]?.rule ?? 'Denied', message: decision.violations.map((violation) => violation.message).join('; '), text: details } }
+    if (!decision.allowed) return { ...base, failure: { type: decision.violations[0]?.rule ?? 'Denied', message: violationMessages(decision.violations), text: details } }
     if (decision.bypass === 'ApiserverDefault' || decision.bypass === 'Exempt') return { ...base, skipped: bypassText[decision.bypass], systemOut: details }
     return { ...base, systemOut: details }
   })

@@ -44,6 +44,11 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
   return false
 }
 
+/** The violations' messages as a denial's message gives them (and the decision log's reason, and the CLI's reports). */
+export function violationMessages(violations: readonly Violation[]): string {
+  return violations.map((violation) => violation.message).join('; ')
+}
+
 /**
  * Applies spec.enforcement to the violations found. A ValidCIDR or ValidName violation is
  * kube-apiserver's own validation (validateServiceCIDRSpec, ValidateServiceCIDRUpdate, the name
@@ -53,7 +58,7 @@ function exempt(policy: Policy, request: ReviewRequest): boolean {
  */
 function enforce(policy: Policy, subject: string, violations: Violation[], cidrs: readonly string[], hint: string): Decision {
   if (violations.length === 0) return { allowed: true, violations, warnings: noWarnings, message: '', bypass: undefined, cidrs }
-  const reasons = violations.map((violation) => violation.message).join('; ')
+  const reasons = violationMessages(violations)
   const message = `${subject} is not allowed by the servicecidr-guard policy: ${reasons}.${hint}`
   const invalid = violations.some((violation) => violation.rule === 'ValidCIDR' || violation.rule === 'ValidName')
   switch (invalid ? 'Deny' : policy.enforcement) {

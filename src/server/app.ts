@@ -7,6 +7,7 @@ import { errors } from '../admission/errors.ts'
 import { errorOutcome, type Outcome, type Reviewer } from '../admission/reviewer.ts'
 import { findUID } from '../admission/review.ts'
 import { InFlightBudget, LargeBodyRate, LimitError, guardRequests, healthLimits, serverOptions, webhookLimits, type Limits } from './limits.ts'
+import { violationMessages } from '../policy/engine.ts'
 import type { Decision } from '../policy/types.ts'
 import type { Metrics } from './metrics.ts'
 import { Turns } from './turns.ts'
@@ -98,7 +99,7 @@ function operationOf(outcome: Outcome): string {
 /** A decision's violations as its log line's reason: '' for none, without an array made for it (every admitted review). */
 function reasons(decision: Decision | undefined): string {
   if (decision === undefined || decision.violations.length === 0) return ''
-  return decision.violations.map((violation) => violation.message).join('; ')
+  return violationMessages(decision.violations)
 }
 
 /** The rules of a decision without violations, for its log line: one frozen array for all. */
